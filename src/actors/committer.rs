@@ -1,0 +1,459 @@
+//! A table's committer: the only writer of that table's appends, so its commits are serialised.
+//!
+//! It keeps the segments it has been sent in catalog order, asks the footer pool for their
+//! footers (several in flight), and commits the longest ready prefix as one snapshot. Before each
+//! commit it knows which object keys the table already holds (the committed set, from snapshot
+//! summaries); after any failed commit it reloads the table and rebuilds that set, so a segment is
+//! never appended twice, whatever happened to the previous attempt.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use iceberg::table::Table;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use crate::actors::HandlerResult;
+use crate::actors::context::SharedContext;
+use crate::catalog::adapter::CommitAdapter;
+use crate::catalog::{CommitError, TableName};
+use crate::error::{Error, ErrorCode, Result};
+use crate::footer::SegmentFooter;
+use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg};
+use crate::protocol::segment::UploadedSegment;
+use crate::retry::retry_transient;
+use crate::table::CommittedSet;
+use crate::table::append::{ReadySegment, append_transaction};
+
+pub struct Committer;
+
+pub struct CommitterArgs {
+    pub ctx: SharedContext,
+    pub dataset: String,
+    pub footer_pool: ActorRef<FooterPoolMsg>,
+    pub merger: ActorRef<SchemaMergerMsg>,
+}
+
+/// One segment waiting to be committed.
+struct Pending {
+    segment: UploadedSegment,
+    read_requested: bool,
+    footer: Option<Arc<SegmentFooter>>,
+}
+
+pub struct CommitterState {
+    args: CommitterArgs,
+    name: TableName,
+    /// The table as of our last load or commit; `None` before it exists (create_table: true).
+    table: Option<Table>,
+    committed: CommittedSet,
+    /// Segments not yet committed, by catalog sequence number.
+    pending: BTreeMap<u64, Pending>,
+    reads_in_flight: usize,
+    initialised: bool,
+}
+
+impl Actor for Committer {
+    type Msg = CommitterMsg;
+    type State = CommitterState;
+    type Arguments = CommitterArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CommitterMsg>,
+        args: CommitterArgs,
+    ) -> Result<CommitterState, ActorProcessingErr> {
+        let name = args.ctx.table_name(&args.dataset);
+        // Resolve the table in a message, not here: it may need retries, and a spawn should not
+        // wait on the network.
+        myself.cast(CommitterMsg::Init)?;
+        Ok(CommitterState {
+            args,
+            name,
+            table: None,
+            committed: CommittedSet::default(),
+            pending: BTreeMap::new(),
+            reads_in_flight: 0,
+            initialised: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CommitterMsg>,
+        msg: CommitterMsg,
+        state: &mut CommitterState,
+    ) -> HandlerResult {
+        let result = match msg {
+            CommitterMsg::Init => state.init().await,
+            CommitterMsg::Segment(segment) => {
+                state.accept(segment);
+                Ok(())
+            }
+            CommitterMsg::FooterRead { seq, result } => {
+                state.reads_in_flight = state.reads_in_flight.saturating_sub(1);
+                match result {
+                    Ok(footer) => {
+                        if let Some(p) = state.pending.get_mut(&seq) {
+                            p.footer = Some(footer);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let result = match result {
+            Ok(()) if state.initialised => state.drive(&myself).await,
+            other => other,
+        };
+        match result {
+            Ok(()) => Ok(()),
+            // Stopping: leave everything pending in the catalog.
+            Err(e) if e.code() == ErrorCode::Cancelled => Ok(()),
+            Err(e) => {
+                state.report_error(&e);
+                Err(Box::new(e))
+            }
+        }
+    }
+}
+
+impl CommitterState {
+    fn ctx(&self) -> &SharedContext {
+        &self.args.ctx
+    }
+
+    /// Loads the table and its committed set. An absent table is fatal unless `create_table`.
+    async fn init(&mut self) -> Result<()> {
+        let ctx = Arc::clone(&self.args.ctx);
+        let mut shutdown = ctx.shutdown.clone();
+        let what = format!("loading table {}", self.name);
+        let loaded = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+            ctx.client.load_table(&self.name)
+        })
+        .await?
+        .ok_or_else(Error::cancelled)?;
+        match loaded {
+            Some(table) => self.adopt(table),
+            None if ctx.config.create_table => {
+                tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
+            }
+            None => {
+                return Err(Error::new(
+                    ErrorCode::TableMissing,
+                    format!(
+                        "table {} does not exist in the catalog at {}; create it, or set \
+                         create_table: true on sink {} to let the registrar create it",
+                        self.name, ctx.config.catalog_uri, ctx.config.id
+                    ),
+                ));
+            }
+        }
+        self.initialised = true;
+        // Segments that arrived before Init were accepted before the committed set was known.
+        let already: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| self.committed.contains(&p.segment.object_key))
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in already {
+            if let Some(p) = self.pending.remove(&seq) {
+                self.skipped(&p.segment);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a table from a load or a commit, and rebuilds the committed set from its snapshots.
+    fn adopt(&mut self, table: Table) {
+        self.committed = CommittedSet::from_metadata(table.metadata());
+        self.table = Some(table);
+    }
+
+    fn accept(&mut self, segment: UploadedSegment) {
+        if self.committed.contains(&segment.object_key) {
+            self.skipped(&segment);
+            return;
+        }
+        let duplicate = self.pending.contains_key(&segment.seq)
+            || self
+                .pending
+                .values()
+                .any(|p| p.segment.object_key == segment.object_key);
+        if duplicate {
+            return;
+        }
+        self.pending.insert(
+            segment.seq,
+            Pending {
+                segment,
+                read_requested: false,
+                footer: None,
+            },
+        );
+        self.publish_backlog();
+    }
+
+    fn skipped(&self, segment: &UploadedSegment) {
+        tracing::debug!(table = %self.name, key = %segment.object_key, "already registered; skipping");
+        metrics::counter!("thadam_iceberg_duplicates_skipped_total", "table" => self.name.to_string())
+            .increment(1);
+        let seq = segment.seq;
+        self.ctx().status.update(&self.name.to_string(), |s| {
+            s.skipped += 1;
+            s.last_seq = Some(s.last_seq.map_or(seq, |l| l.max(seq)));
+        });
+    }
+
+    fn publish_backlog(&self) {
+        let backlog = self.pending.len() as u64;
+        metrics::gauge!("thadam_iceberg_backlog_segments", "table" => self.name.to_string())
+            .set(backlog as f64);
+        self.ctx()
+            .status
+            .update(&self.name.to_string(), |s| s.backlog = backlog);
+    }
+
+    /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
+    async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
+        loop {
+            self.request_footers(myself)?;
+            let batch = self.ready_batch();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.commit_batch(batch).await?;
+        }
+    }
+
+    fn request_footers(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
+        let limit = self.ctx().tuning.reads_per_table.max(1);
+        for (seq, p) in self.pending.iter_mut() {
+            if self.reads_in_flight >= limit {
+                break;
+            }
+            if p.read_requested {
+                continue;
+            }
+            p.read_requested = true;
+            self.reads_in_flight += 1;
+            self.args
+                .footer_pool
+                .cast(FooterPoolMsg::Read(FooterRequest {
+                    seq: *seq,
+                    object_key: p.segment.object_key.clone(),
+                    file_size: p.segment.file_size,
+                    reply_to: myself.clone(),
+                }))
+                .map_err(|_| Error::internal("the footer pool has stopped"))?;
+        }
+        Ok(())
+    }
+
+    /// The longest prefix (in catalog order) whose footers are in, if it should be committed now:
+    /// when it is full, or when the next segment's footer is not already on its way (waiting for
+    /// it would only add latency, not batch size).
+    fn ready_batch(&self) -> Vec<ReadySegment> {
+        let max = self.ctx().tuning.max_batch.max(1);
+        let mut batch = Vec::new();
+        let mut next_in_flight = false;
+        for p in self.pending.values() {
+            match &p.footer {
+                Some(footer) if batch.len() < max => batch.push(ReadySegment {
+                    segment: p.segment.clone(),
+                    footer: Arc::clone(footer),
+                }),
+                Some(_) => break,
+                None => {
+                    next_in_flight = p.read_requested;
+                    break;
+                }
+            }
+        }
+        if batch.len() < max && next_in_flight {
+            return Vec::new();
+        }
+        batch
+    }
+
+    /// Makes the table ready for every file of the batch (creation, schema evolution), then
+    /// appends the batch, retrying until it is in the table or the error is fatal.
+    async fn commit_batch(&mut self, batch: Vec<ReadySegment>) -> Result<()> {
+        let ctx = Arc::clone(&self.args.ctx);
+        let mut shutdown = ctx.shutdown.clone();
+        let mut attempt: u32 = 0;
+        let started = std::time::Instant::now();
+        loop {
+            // Whatever the table already has is done: another writer, or our own lost answer.
+            let todo: Vec<ReadySegment> = batch
+                .iter()
+                .filter(|r| !self.committed.contains(&r.segment.object_key))
+                .cloned()
+                .collect();
+            for r in batch
+                .iter()
+                .filter(|r| self.committed.contains(&r.segment.object_key))
+            {
+                if self.pending.remove(&r.segment.seq).is_some() {
+                    self.skipped(&r.segment);
+                }
+            }
+            if todo.is_empty() {
+                self.publish_backlog();
+                return Ok(());
+            }
+            self.reconcile_schema(&todo).await?;
+            let table = self
+                .table
+                .clone()
+                .ok_or_else(|| Error::internal("no table after schema reconciliation"))?;
+            let tx = append_transaction(&table, &ctx.config.url.bucket, &ctx.writer_id(), &todo)?;
+            let key = uuid::Uuid::new_v4().to_string();
+            let adapter =
+                CommitAdapter::new(ctx.client.clone(), self.name.clone(), table, Some(key));
+            let outcome = tx.commit(&adapter).await;
+            let failure = match outcome {
+                Ok(new_table) => {
+                    self.committed_ok(new_table, &todo, started);
+                    return Ok(());
+                }
+                Err(e) => adapter.take_failure().unwrap_or_else(|| {
+                    // The request was never made: writing the manifests failed (S3).
+                    CommitError::NotApplied(Error::unavailable(format!(
+                        "preparing the append to {} failed: {e}",
+                        self.name
+                    )))
+                }),
+            };
+            let outcome_label = match &failure {
+                CommitError::Conflict(_) => "conflict",
+                CommitError::Unknown(_) => "unknown",
+                CommitError::NotApplied(_) => "failed",
+                CommitError::Fatal(_) => "fatal",
+            };
+            metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label)
+                .increment(1);
+            match failure {
+                CommitError::Fatal(e) => return Err(e),
+                CommitError::Conflict(why) => {
+                    tracing::info!(table = %self.name, "append conflicted ({why}); reloading and rebuilding");
+                }
+                CommitError::Unknown(e) | CommitError::NotApplied(e) => {
+                    tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
+                    self.ctx().status.update(&self.name.to_string(), |s| {
+                        s.last_error = Some(e.to_string())
+                    });
+                    if !shutdown.sleep(ctx.retry().delay(attempt)).await {
+                        return Err(Error::cancelled());
+                    }
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+            self.reload(&mut shutdown).await?;
+        }
+    }
+
+    /// Brings the table to a schema that covers every file of the batch (created if absent).
+    async fn reconcile_schema(&mut self, batch: &[ReadySegment]) -> Result<()> {
+        let mut last_schema: Option<&arrow_schema::SchemaRef> = None;
+        for r in batch {
+            // Consecutive segments usually share a schema: reconcile each distinct one once.
+            if last_schema.is_some_and(|s| s == &r.footer.arrow_schema) {
+                continue;
+            }
+            last_schema = Some(&r.footer.arrow_schema);
+            let table = self.table.clone();
+            let table = self
+                .args
+                .merger
+                .call(
+                    |reply| SchemaMergerMsg::Reconcile {
+                        table_name: self.name.clone(),
+                        dataset: self.args.dataset.clone(),
+                        table,
+                        footer: Arc::clone(&r.footer),
+                        reply,
+                    },
+                    None,
+                )
+                .await
+                .map_err(|e| Error::internal(format!("the schema merger is gone: {e}")))?;
+            let table = match table {
+                ractor::rpc::CallResult::Success(result) => result?,
+                _ => return Err(Error::internal("the schema merger did not answer")),
+            };
+            self.adopt(table);
+        }
+        Ok(())
+    }
+
+    async fn reload(&mut self, shutdown: &mut crate::shutdown::Shutdown) -> Result<()> {
+        let ctx = Arc::clone(&self.args.ctx);
+        let what = format!("reloading table {}", self.name);
+        let table = retry_transient(ctx.retry(), shutdown, &what, || {
+            ctx.client.load_table(&self.name)
+        })
+        .await?
+        .ok_or_else(Error::cancelled)?;
+        match table {
+            Some(t) => self.adopt(t),
+            None => {
+                self.table = None;
+                self.committed = CommittedSet::default();
+            }
+        }
+        Ok(())
+    }
+
+    fn committed_ok(&mut self, table: Table, batch: &[ReadySegment], started: std::time::Instant) {
+        let name = self.name.to_string();
+        self.committed
+            .insert_all(batch.iter().map(|r| r.segment.object_key.as_str()));
+        // The commit response is the table as it is now; keep it (and our set, which the
+        // response's snapshots would rebuild to the same keys).
+        self.table = Some(table);
+        let rows: u64 = batch.iter().map(|r| r.footer.row_count()).sum();
+        let bytes: u64 = batch.iter().map(|r| r.footer.object_size).sum();
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        for r in batch {
+            self.pending.remove(&r.segment.seq);
+            let lag = now_ms.saturating_sub(r.segment.uploaded_at_ms) as f64 / 1000.0;
+            metrics::histogram!("thadam_iceberg_registration_lag_seconds", "table" => name.clone())
+                .record(lag);
+        }
+        metrics::counter!("thadam_iceberg_commits_total", "table" => name.clone(), "outcome" => "ok")
+            .increment(1);
+        metrics::counter!("thadam_iceberg_segments_registered_total", "table" => name.clone())
+            .increment(batch.len() as u64);
+        metrics::counter!("thadam_iceberg_rows_registered_total", "table" => name.clone())
+            .increment(rows);
+        metrics::counter!("thadam_iceberg_bytes_registered_total", "table" => name.clone())
+            .increment(bytes);
+        metrics::histogram!("thadam_iceberg_commit_duration_seconds", "table" => name.clone())
+            .record(started.elapsed().as_secs_f64());
+        metrics::gauge!("thadam_iceberg_last_commit_timestamp_seconds", "table" => name.clone())
+            .set(now_ms as f64 / 1000.0);
+        let max_seq = batch.iter().map(|r| r.segment.seq).max();
+        let backlog = self.pending.len() as u64;
+        self.ctx().status.update(&name, |s| {
+            s.registered += batch.len() as u64;
+            s.commits += 1;
+            s.backlog = backlog;
+            s.last_commit_ms = Some(now_ms);
+            s.last_error = None;
+            if let Some(m) = max_seq {
+                s.last_seq = Some(s.last_seq.map_or(m, |l| l.max(m)));
+            }
+        });
+        metrics::gauge!("thadam_iceberg_backlog_segments", "table" => name.clone())
+            .set(backlog as f64);
+        tracing::info!(table = %name, segments = batch.len(), rows, "registered");
+    }
+
+    fn report_error(&self, e: &Error) {
+        self.ctx().status.update(&self.name.to_string(), |s| {
+            s.last_error = Some(e.to_string())
+        });
+    }
+}

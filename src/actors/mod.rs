@@ -1,0 +1,19 @@
+//! The registrar's actors, one job each. They talk only through `crate::protocol::messages`.
+//!
+//! - [`supervisor`]: starts the others, routes segments to committers, stops everything on a
+//!   fatal error and reports its code.
+//! - [`watcher`]: tails the segment feed.
+//! - [`footer_pool`]: a pool of footer readers, so footer I/O runs in parallel.
+//! - [`schema_merger`]: creates tables and keeps their schema in step with the files.
+//! - [`committer`]: one per table; serialises that table's appends.
+
+pub mod committer;
+pub mod context;
+pub mod footer_pool;
+pub mod schema_merger;
+pub mod supervisor;
+pub mod watcher;
+
+/// ractor's error type for handlers; our `Error` travels inside it and is recovered by the
+/// supervisor with a downcast.
+pub(crate) type HandlerResult = Result<(), ractor::ActorProcessingErr>;

@@ -1,0 +1,219 @@
+//! The supervisor: starts every other actor linked to itself, routes segments to per-table
+//! committers, and owns the service's fate. The first fatal error (reported by message, or as a
+//! failed child) is recorded, shutdown is broadcast, and everything stops; `wait()` on the
+//! registrar handle then returns that error with its code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use crate::actors::HandlerResult;
+use crate::actors::committer::{Committer, CommitterArgs};
+use crate::actors::context::SharedContext;
+use crate::actors::footer_pool::FooterPool;
+use crate::actors::schema_merger::SchemaMerger;
+use crate::actors::watcher::{Watcher, WatcherArgs};
+use crate::error::{Error, ErrorCode};
+use crate::protocol::feed::SegmentFeed;
+use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SupervisorMsg};
+use crate::shutdown::ShutdownTrigger;
+
+/// Where the supervisor leaves the reason the service stopped (None: a requested stop).
+pub type Outcome = Arc<Mutex<Option<Error>>>;
+
+pub struct Supervisor;
+
+pub struct SupervisorArgs {
+    pub ctx: SharedContext,
+    pub feed: Box<dyn SegmentFeed>,
+    pub outcome: Outcome,
+    pub trigger: ShutdownTrigger,
+}
+
+pub struct SupervisorState {
+    ctx: SharedContext,
+    outcome: Outcome,
+    trigger: ShutdownTrigger,
+    footer_pool: ActorRef<FooterPoolMsg>,
+    merger: ActorRef<SchemaMergerMsg>,
+    committers: HashMap<String, ActorRef<CommitterMsg>>,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let cell = myself.get_cell();
+        let (footer_pool, _) =
+            Actor::spawn_linked(None, FooterPool, Arc::clone(&args.ctx), cell.clone()).await?;
+        let (merger, _) =
+            Actor::spawn_linked(None, SchemaMerger, Arc::clone(&args.ctx), cell.clone()).await?;
+        let mut state = SupervisorState {
+            ctx: Arc::clone(&args.ctx),
+            outcome: args.outcome,
+            trigger: args.trigger,
+            footer_pool,
+            merger,
+            committers: HashMap::new(),
+        };
+        // Configured datasets get their committer now, so an absent table (create_table: false)
+        // is reported at startup rather than when its first segment arrives.
+        for dataset in args
+            .ctx
+            .config
+            .source
+            .datasets
+            .iter()
+            .map(|d| d.name.clone())
+        {
+            state.committer(&dataset, &cell).await?;
+        }
+        Actor::spawn_linked(
+            None,
+            Watcher,
+            WatcherArgs {
+                feed: args.feed,
+                supervisor: myself.clone(),
+                shutdown: args.ctx.shutdown.clone(),
+            },
+            cell,
+        )
+        .await?;
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> HandlerResult {
+        match msg {
+            SupervisorMsg::Route(segment) => {
+                let committer = state
+                    .committer(&segment.dataset, &myself.get_cell())
+                    .await?;
+                if committer.cast(CommitterMsg::Segment(segment)).is_err() {
+                    tracing::debug!("a committer is gone; the service is stopping");
+                }
+            }
+            SupervisorMsg::FeedEnded => {
+                tracing::info!("the segment feed ended; committers finish what they hold");
+            }
+            SupervisorMsg::Fatal(e) => state.fail(&myself, e),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> HandlerResult {
+        match event {
+            SupervisionEvent::ActorFailed(who, err) => {
+                let error = match err.downcast::<Error>() {
+                    Ok(e) => *e,
+                    Err(other) => {
+                        Error::internal(format!("actor {:?} failed: {other}", who.get_id()))
+                    }
+                };
+                state.fail(&myself, error);
+            }
+            SupervisionEvent::ActorTerminated(who, _, reason)
+                if !state.ctx.shutdown.is_requested() =>
+            {
+                state.fail(
+                    &myself,
+                    Error::internal(format!(
+                        "actor {:?} stopped unexpectedly ({})",
+                        who.get_id(),
+                        reason.unwrap_or_default()
+                    )),
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> HandlerResult {
+        state.trigger.trigger();
+        myself
+            .stop_children_and_wait(None, Some(Duration::from_secs(30)))
+            .await;
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    /// The committer of `dataset`'s table, started on first use.
+    async fn committer(
+        &mut self,
+        dataset: &str,
+        supervisor: &ActorCell,
+    ) -> Result<ActorRef<CommitterMsg>, ActorProcessingErr> {
+        if let Some(c) = self.committers.get(dataset) {
+            return Ok(c.clone());
+        }
+        if !self
+            .ctx
+            .config
+            .source
+            .datasets
+            .iter()
+            .any(|d| d.name == dataset)
+        {
+            tracing::warn!(
+                dataset,
+                "segment of a dataset the parquet sink does not list; registering it anyway"
+            );
+        }
+        let (committer, _) = Actor::spawn_linked(
+            None,
+            Committer,
+            CommitterArgs {
+                ctx: Arc::clone(&self.ctx),
+                dataset: dataset.to_string(),
+                footer_pool: self.footer_pool.clone(),
+                merger: self.merger.clone(),
+            },
+            supervisor.clone(),
+        )
+        .await?;
+        self.committers
+            .insert(dataset.to_string(), committer.clone());
+        Ok(committer)
+    }
+
+    /// Records the first fatal error and stops the service.
+    fn fail(&mut self, myself: &ActorRef<SupervisorMsg>, error: Error) {
+        if error.code() == ErrorCode::Cancelled {
+            return;
+        }
+        if let Ok(mut slot) = self.outcome.lock()
+            && slot.is_none()
+        {
+            tracing::error!(code = %error.code(), "fatal: {}", error.message());
+            metrics::counter!("thadam_iceberg_fatal_errors_total", "code" => error.code().as_str())
+                .increment(1);
+            self.ctx.status.set_fatal(error.to_string());
+            *slot = Some(error);
+        }
+        self.trigger.trigger();
+        myself.stop(Some("fatal error".to_string()));
+    }
+}

@@ -1,0 +1,12 @@
+//! The Iceberg REST catalog, as the registrar uses it.
+//!
+//! `rest` speaks the protocol (with the request and response types of `iceberg-catalog-rest`)
+//! through our own HTTP client, because the registrar needs what `RestCatalog` 0.10.1 cannot give:
+//! a token that can change between requests, a 409 told apart from a lost response, auth failures
+//! told apart from outages, idempotency keys, and direct schema commits. `adapter` lets
+//! iceberg's `Transaction` write manifests and then hand its commit to us.
+
+pub mod adapter;
+pub mod rest;
+
+pub use rest::{CommitError, RestClient, TableName};

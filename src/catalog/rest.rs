@@ -1,0 +1,556 @@
+//! A small REST catalog client: config, namespaces, load, register, commit.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg::spec::TableMetadata;
+use iceberg::table::Table;
+use iceberg::{NamespaceIdent, TableIdent, TableRequirement, TableUpdate};
+use iceberg_catalog_rest::{
+    CommitTableRequest, CommitTableResponse, CreateNamespaceRequest, LoadTableResult,
+    RegisterTableRequest,
+};
+use iceberg_storage_opendal::OpenDalStorageFactory;
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use crate::auth::{BearerToken, SharedTokenSource};
+use crate::error::{Error, ErrorCode, Result};
+use crate::tls::{TlsFailure, error_chain_text, tls_cause};
+
+/// A table's place in the catalog: namespace levels and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName {
+    pub namespace: Vec<String>,
+    pub name: String,
+}
+
+impl TableName {
+    pub fn ident(&self) -> Result<TableIdent> {
+        let ns = NamespaceIdent::from_vec(self.namespace.clone())
+            .map_err(|e| Error::config_invalid(format!("namespace is not valid: {e}")))?;
+        Ok(TableIdent::new(ns, self.name.clone()))
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace.join("."), self.name)
+    }
+}
+
+/// Why a commit did not succeed, split by what the committer must do next.
+#[derive(Debug)]
+pub enum CommitError {
+    /// 409: a requirement failed (someone else committed). Reload and rebuild.
+    Conflict(String),
+    /// The request may or may not have been applied (5xx, timeout, reset after sending).
+    /// Reload and reconcile by key before retrying; never simply repeat.
+    Unknown(Error),
+    /// The request was not applied (connection refused before sending). Retry with backoff.
+    NotApplied(Error),
+    /// Fatal: auth, TLS trust, or a request the catalog will never accept.
+    Fatal(Error),
+}
+
+/// The parts of `GET /v1/config` the registrar uses.
+#[derive(Debug, Default, Deserialize)]
+struct ConfigResponse {
+    #[serde(default)]
+    defaults: HashMap<String, String>,
+    #[serde(default)]
+    overrides: HashMap<String, String>,
+    #[serde(default, rename = "idempotency-key-lifetime")]
+    idempotency_key_lifetime: Option<String>,
+}
+
+/// Settings the client is built from.
+pub struct RestClientSettings {
+    pub catalog_uri: Url,
+    pub http: reqwest::Client,
+    pub tokens: SharedTokenSource,
+    /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's.
+    pub storage_props: HashMap<String, String>,
+}
+
+/// The catalog connection. Cheap to clone; all clones share the HTTP pool and token source.
+#[derive(Clone)]
+pub struct RestClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    base: Url,
+    http: reqwest::Client,
+    tokens: SharedTokenSource,
+    storage_props: HashMap<String, String>,
+    prefix: Option<String>,
+    idempotency_keys: bool,
+}
+
+impl std::fmt::Debug for RestClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestClient")
+            .field("base", &self.inner.base.as_str())
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request failure before any status code was seen.
+enum SendFailure {
+    NotSent(Error),
+    Unknown(Error),
+    Fatal(Error),
+}
+
+impl SendFailure {
+    fn into_error(self) -> Error {
+        match self {
+            SendFailure::NotSent(e) | SendFailure::Unknown(e) | SendFailure::Fatal(e) => e,
+        }
+    }
+}
+
+impl RestClient {
+    /// Connects: `GET /v1/config` (absorbing the server's `prefix` and whether it accepts
+    /// idempotency keys). Fails fast on TLS and auth problems.
+    pub async fn connect(settings: RestClientSettings) -> Result<RestClient> {
+        let mut base = settings.catalog_uri.clone();
+        // A trailing slash would double up when segments are pushed.
+        if base.path().ends_with('/') {
+            let trimmed = base.path().trim_end_matches('/').to_string();
+            base.set_path(&trimmed);
+        }
+        let mut inner = Inner {
+            base,
+            http: settings.http,
+            tokens: settings.tokens,
+            storage_props: settings.storage_props,
+            prefix: None,
+            idempotency_keys: false,
+        };
+        let url = inner.url(&["v1", "config"], false)?;
+        let response = inner
+            .send(Method::GET, url, None, None)
+            .await
+            .map_err(SendFailure::into_error)?;
+        let config: ConfigResponse = match response.status() {
+            StatusCode::OK => read_json(response, "GET /v1/config").await?,
+            status => return Err(status_error(status, response, "GET /v1/config").await),
+        };
+        let mut merged = config.defaults;
+        merged.extend(config.overrides);
+        inner.prefix = merged.get("prefix").cloned().filter(|p| !p.is_empty());
+        inner.idempotency_keys = config.idempotency_key_lifetime.is_some();
+        tracing::debug!(
+            prefix = ?inner.prefix,
+            idempotency_keys = inner.idempotency_keys,
+            "connected to the catalog"
+        );
+        Ok(RestClient {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Whether the server advertised `idempotency-key-lifetime` (then commits carry a key).
+    pub fn supports_idempotency_keys(&self) -> bool {
+        self.inner.idempotency_keys
+    }
+
+    /// Loads a table; `Ok(None)` when it does not exist.
+    pub async fn load_table(&self, table: &TableName) -> Result<Option<Table>> {
+        let url = self.inner.table_url(table)?;
+        let what = format!("load table {table}");
+        let response = self
+            .inner
+            .send(Method::GET, url, None, None)
+            .await
+            .map_err(SendFailure::into_error)?;
+        match response.status() {
+            StatusCode::OK => {
+                let result: LoadTableResult = read_json(response, &what).await?;
+                let location = result.metadata_location.clone().ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::CatalogRejected,
+                        format!("{what}: the catalog sent no metadata-location"),
+                    )
+                })?;
+                self.table_from(table, result.metadata, location, result.config)
+                    .map(Some)
+            }
+            StatusCode::NOT_FOUND => Ok(None),
+            status => Err(status_error(status, response, &what).await),
+        }
+    }
+
+    /// Builds the `Table` handle (with a FileIO for its metadata and manifests) for metadata the
+    /// catalog returned.
+    pub fn table_from(
+        &self,
+        table: &TableName,
+        metadata: TableMetadata,
+        metadata_location: String,
+        server_config: HashMap<String, String>,
+    ) -> Result<Table> {
+        let file_io = self.file_io(server_config);
+        Table::builder()
+            .identifier(table.ident()?)
+            .metadata(metadata)
+            .metadata_location(metadata_location)
+            .file_io(file_io)
+            .runtime(iceberg::Runtime::current())
+            .build()
+            .map_err(|e| Error::internal(format!("cannot open table {table}: {e}")))
+    }
+
+    /// A FileIO over the configured bucket. The server's per-table config comes first so that our
+    /// own store settings (endpoint, keys) win: REST servers rarely know the S3 endpoint we see.
+    pub fn file_io(&self, server_config: HashMap<String, String>) -> FileIO {
+        let mut props = server_config;
+        props.extend(self.inner.storage_props.clone());
+        FileIOBuilder::new(Arc::new(OpenDalStorageFactory::S3 {
+            customized_credential_load: None,
+        }))
+        .with_props(props)
+        .build()
+    }
+
+    /// Creates the namespace (all levels) if it is absent.
+    pub async fn ensure_namespace(&self, namespace: &[String]) -> Result<()> {
+        // Parents first: a catalog may refuse a child of a missing parent.
+        for depth in 1..=namespace.len() {
+            let levels = &namespace[..depth];
+            if self.namespace_exists(levels).await? {
+                continue;
+            }
+            let ns = NamespaceIdent::from_vec(levels.to_vec())
+                .map_err(|e| Error::config_invalid(format!("namespace is not valid: {e}")))?;
+            let body = serde_json::to_vec(&CreateNamespaceRequest {
+                namespace: ns,
+                properties: HashMap::new(),
+            })
+            .map_err(|e| Error::internal(format!("cannot encode a namespace request: {e}")))?;
+            let url = self.inner.url(&["namespaces"], true)?;
+            let what = format!("create namespace {}", levels.join("."));
+            let response = self
+                .inner
+                .send(Method::POST, url, Some(body), None)
+                .await
+                .map_err(SendFailure::into_error)?;
+            match response.status() {
+                s if s.is_success() => tracing::info!("created namespace {}", levels.join(".")),
+                // Someone else created it meanwhile: that is what we wanted.
+                StatusCode::CONFLICT => {}
+                status => return Err(status_error(status, response, &what).await),
+            }
+        }
+        Ok(())
+    }
+
+    async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
+        let url = self
+            .inner
+            .url(&["namespaces", &levels.join("\u{1f}")], true)?;
+        let what = format!("check namespace {}", levels.join("."));
+        let response = self
+            .inner
+            .send(Method::HEAD, url, None, None)
+            .await
+            .map_err(SendFailure::into_error)?;
+        match response.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            status => Err(status_error(status, response, &what).await),
+        }
+    }
+
+    /// Registers an existing metadata file as a new table. A table that appeared meanwhile
+    /// (409) is loaded instead: the caller re-checks its schema like any existing table.
+    pub async fn register_table(
+        &self,
+        table: &TableName,
+        metadata_location: &str,
+    ) -> Result<Table> {
+        let ns = table.namespace.join("\u{1f}");
+        let url = self.inner.url(&["namespaces", &ns, "register"], true)?;
+        let what = format!("register table {table}");
+        let body = serde_json::to_vec(&RegisterTableRequest {
+            name: table.name.clone(),
+            metadata_location: metadata_location.to_string(),
+            overwrite: None,
+        })
+        .map_err(|e| Error::internal(format!("cannot encode a register request: {e}")))?;
+        let response = self
+            .inner
+            .send(Method::POST, url, Some(body), None)
+            .await
+            .map_err(SendFailure::into_error)?;
+        match response.status() {
+            StatusCode::OK => {
+                let result: LoadTableResult = read_json(response, &what).await?;
+                let location = result
+                    .metadata_location
+                    .unwrap_or_else(|| metadata_location.to_string());
+                self.table_from(table, result.metadata, location, result.config)
+            }
+            StatusCode::CONFLICT => self.load_table(table).await?.ok_or_else(|| {
+                Error::unavailable(format!(
+                    "{what}: the catalog says it exists but cannot load it"
+                ))
+            }),
+            status => Err(status_error(status, response, &what).await),
+        }
+    }
+
+    /// Commits updates behind requirements (`POST .../tables/{table}`), returning the new table.
+    /// `idempotency_key` is sent only when the server advertised support.
+    pub async fn commit(
+        &self,
+        table: &TableName,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+        idempotency_key: Option<&str>,
+    ) -> std::result::Result<Table, CommitError> {
+        let what = format!("commit to table {table}");
+        let url = self.inner.table_url(table).map_err(CommitError::Fatal)?;
+        let body = serde_json::to_vec(&CommitTableRequest {
+            identifier: Some(table.ident().map_err(CommitError::Fatal)?),
+            requirements,
+            updates,
+        })
+        .map_err(|e| CommitError::Fatal(Error::internal(format!("{what}: cannot encode: {e}"))))?;
+        let key = idempotency_key.filter(|_| self.inner.idempotency_keys);
+        let response = match self.inner.send(Method::POST, url, Some(body), key).await {
+            Ok(r) => r,
+            Err(SendFailure::NotSent(e)) => return Err(CommitError::NotApplied(e)),
+            Err(SendFailure::Unknown(e)) => return Err(CommitError::Unknown(e)),
+            Err(SendFailure::Fatal(e)) => return Err(CommitError::Fatal(e)),
+        };
+        match response.status() {
+            StatusCode::OK => {
+                let result: CommitTableResponse = read_json(response, &what)
+                    .await
+                    .map_err(CommitError::Unknown)?;
+                self.table_from(
+                    table,
+                    result.metadata,
+                    result.metadata_location,
+                    HashMap::new(),
+                )
+                .map_err(CommitError::Unknown)
+            }
+            StatusCode::CONFLICT => {
+                let message = error_message(response).await;
+                Err(CommitError::Conflict(message))
+            }
+            status if status.is_server_error() => {
+                let err = status_error(status, response, &what).await;
+                Err(CommitError::Unknown(err))
+            }
+            status => Err(CommitError::Fatal(
+                status_error(status, response, &what).await,
+            )),
+        }
+    }
+}
+
+impl Inner {
+    /// `{base}/v1/{prefix}/{segments...}`, each segment percent-encoded on its own (a multi-level
+    /// namespace travels as one segment joined by 0x1F).
+    fn url(&self, segments: &[&str], prefixed: bool) -> Result<Url> {
+        let mut url = self.base.clone();
+        {
+            let mut path = url.path_segments_mut().map_err(|_| {
+                Error::config_invalid(format!("catalog_uri {} cannot be a base URL", self.base))
+            })?;
+            if prefixed {
+                path.push("v1");
+                if let Some(prefix) = &self.prefix {
+                    for part in prefix.split('/').filter(|p| !p.is_empty()) {
+                        path.push(part);
+                    }
+                }
+                path.extend(segments);
+            } else {
+                path.extend(segments);
+            }
+        }
+        Ok(url)
+    }
+
+    fn table_url(&self, table: &TableName) -> Result<Url> {
+        let ns = table.namespace.join("\u{1f}");
+        self.url(&["namespaces", &ns, "tables", &table.name], true)
+    }
+
+    /// Sends one request with the current token; on 401 asks the token source for a renewal and
+    /// retries once. A 401/403 that survives that is `auth.failed`.
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+    ) -> std::result::Result<reqwest::Response, SendFailure> {
+        let mut token = self.tokens.current().await.map_err(classify_token_error)?;
+        let mut renewed = false;
+        loop {
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .header("X-Client-Version", "0.14.1")
+                .header(
+                    reqwest::header::USER_AGENT,
+                    concat!("thadam-iceberg/", env!("CARGO_PKG_VERSION")),
+                );
+            if let Some(t) = &token {
+                request = request.bearer_auth(t.value.expose());
+            }
+            if let Some(key) = idempotency_key {
+                request = request.header("Idempotency-Key", key);
+            }
+            if let Some(body) = &body {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| classify_transport_error(&e, method.as_str(), &url))?;
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED
+                && !renewed
+                && let Some(rejected) = &token
+                && let Some(fresh) = self.renew(rejected).await?
+            {
+                tracing::info!(
+                    "the catalog rejected the token (401); retrying once with a renewed one"
+                );
+                token = Some(fresh);
+                renewed = true;
+                continue;
+            }
+            if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+                let message = error_message(response).await;
+                return Err(SendFailure::Fatal(Error::auth_failed(format!(
+                    "the catalog answered {status} to {method} {}: {message}; check catalog_token / \
+                     catalog_credential (and that it may access this namespace)",
+                    url.path()
+                ))));
+            }
+            return Ok(response);
+        }
+    }
+
+    async fn renew(
+        &self,
+        rejected: &BearerToken,
+    ) -> std::result::Result<Option<BearerToken>, SendFailure> {
+        self.tokens
+            .renew_after_rejection(rejected)
+            .await
+            .map_err(classify_token_error)
+    }
+}
+
+fn classify_token_error(e: Error) -> SendFailure {
+    if e.is_transient() {
+        SendFailure::NotSent(e)
+    } else {
+        SendFailure::Fatal(e)
+    }
+}
+
+/// Sorts a transport error by what it means for the request: never sent, outcome unknown, or a
+/// TLS failure that retrying cannot fix.
+fn classify_transport_error(err: &reqwest::Error, method: &str, url: &Url) -> SendFailure {
+    let target = format!("{method} {}", redacted_url(url));
+    if let Some(tls) = tls_cause(err) {
+        return SendFailure::Fatal(match tls {
+            TlsFailure::ServerNotTrusted(cause) => Error::config_invalid(format!(
+                "TLS: the catalog's certificate is not trusted ({cause}) on {target}; set \
+                 catalog_ca_file to the CA that signed it, or fix the catalog's certificate \
+                 (expiry, host name)"
+            )),
+            TlsFailure::ClientRejected(cause) => Error::auth_failed(format!(
+                "TLS: the catalog refused our client certificate ({cause}) on {target}; set \
+                 catalog_client_cert/catalog_client_key to a certificate its CA trusts"
+            )),
+            TlsFailure::Other(cause) => Error::config_invalid(format!(
+                "TLS handshake with the catalog failed on {target}: {cause}"
+            )),
+        });
+    }
+    let text = error_chain_text(err);
+    if err.is_connect() {
+        SendFailure::NotSent(Error::unavailable(format!(
+            "cannot reach the catalog ({target}): {text}"
+        )))
+    } else {
+        SendFailure::Unknown(Error::unavailable(format!(
+            "no answer from the catalog ({target}): {text}"
+        )))
+    }
+}
+
+fn redacted_url(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.set_query(None);
+    u.to_string()
+}
+
+async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &str) -> Result<T> {
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| Error::unavailable(format!("{what}: reading the response failed: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::new(
+            ErrorCode::CatalogRejected,
+            format!("{what}: the catalog's answer is not what the REST spec defines: {e}"),
+        )
+    })
+}
+
+/// The REST spec's error body (`iceberg_catalog_rest::ErrorResponse` keeps its fields private).
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorModel,
+}
+
+#[derive(Deserialize)]
+struct ErrorModel {
+    message: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+}
+
+/// The server's own explanation: the REST `ErrorModel` message when there is one.
+async fn error_message(response: reqwest::Response) -> String {
+    let status = response.status();
+    let bytes = response.bytes().await.unwrap_or_default();
+    match serde_json::from_slice::<ErrorBody>(&bytes) {
+        Ok(body) => format!("{} ({})", body.error.message, body.error.kind),
+        Err(_) if bytes.is_empty() => status.to_string(),
+        Err(_) => String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
+    }
+}
+
+async fn status_error(status: StatusCode, response: reqwest::Response, what: &str) -> Error {
+    let message = error_message(response).await;
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        Error::unavailable(format!("{what}: the catalog answered {status}: {message}"))
+    } else {
+        Error::new(
+            ErrorCode::CatalogRejected,
+            format!("{what}: the catalog answered {status}: {message}"),
+        )
+    }
+}

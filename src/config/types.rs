@@ -1,0 +1,211 @@
+//! The typed, validated configuration the registrar runs on. Everything here has passed the
+//! rules in `validate`: defaults are applied, references resolved, relative paths made relative
+//! to the config file's directory, and secrets wrapped in [`Secret`].
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use url::Url;
+
+use super::secret::Secret;
+
+/// One registrar: a `kind: iceberg` sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistrarConfig {
+    /// The sink's `id`.
+    pub id: String,
+    /// The parquet sink whose segment catalog this registrar follows.
+    pub from: String,
+    /// The pipeline name, equal to the shipper's; part of every table location.
+    pub pipeline: String,
+    /// The Iceberg REST catalog endpoint (http:// or https://).
+    pub catalog_uri: Url,
+    /// A PEM bundle that replaces the platform roots for the catalog connection (https only).
+    pub catalog_ca_file: Option<PathBuf>,
+    /// How catalog requests authenticate.
+    pub catalog_auth: CatalogAuth,
+    /// The client certificate presented to the catalog (mutual TLS, https only).
+    pub catalog_client_identity: Option<ClientIdentity>,
+    /// Where the shipper puts the files; tables live under it.
+    pub url: TableRoot,
+    /// The Iceberg namespace, one entry per level (`a.b` is `["a", "b"]`).
+    pub namespace: Vec<String>,
+    /// Whether an absent table (and namespace) is created. Default false.
+    pub create_table: bool,
+    /// S3 access for metadata, manifests and footer reads.
+    pub store: StoreConfig,
+    /// Backoff for transient failures.
+    pub retry: RetryPolicy,
+    /// The `from` parquet sink, as far as the registrar needs it.
+    pub source: ParquetSource,
+}
+
+/// Catalog authentication: at most one of `catalog_token` and `catalog_credential`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CatalogAuth {
+    /// No `Authorization` header.
+    None,
+    /// A static bearer token (`catalog_token`), never refreshed.
+    Token(Secret),
+    /// OAuth2 client credentials (`catalog_credential`), exchanged for access tokens.
+    Credential(OAuth2Credential),
+}
+
+/// `catalog_credential`: OAuth2 client-credentials grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuth2Credential {
+    /// Non-empty, without `:` (it is joined to the secret with `:` in client authentication).
+    pub client_id: String,
+    /// Sent only in the token request's form body.
+    pub client_secret: Secret,
+    /// Default `catalog`, the REST catalog's own default scope.
+    pub scope: String,
+    /// The token endpoint. Default `{catalog_uri without trailing /}/v1/oauth/tokens`.
+    pub oauth2_server_uri: Url,
+}
+
+/// `catalog_client_cert` + `catalog_client_key`: both existing PEM files, checked at load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// A PEM certificate chain (at least one certificate).
+    pub cert: PathBuf,
+    /// Its PEM private key. Only the path is kept here; the key is read when the client is built.
+    pub key: PathBuf,
+}
+
+/// `url: s3://bucket[/prefix]`, normalised: `prefix` has no leading or trailing `/` and may be
+/// empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableRoot {
+    /// The bucket, never empty.
+    pub bucket: String,
+    /// The key prefix without leading or trailing `/`; empty for the bucket's root.
+    pub prefix: String,
+}
+
+impl TableRoot {
+    /// `s3://bucket/prefix`, or `s3://bucket` when the prefix is empty (never a trailing `/`).
+    pub fn uri(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    /// A dataset's table location, `{url}/thadam/v1/{pipeline}/{dataset}`: the directory the
+    /// shipper owns for that dataset.
+    pub fn table_location(&self, pipeline: &str, dataset: &str) -> String {
+        format!("{}/thadam/v1/{pipeline}/{dataset}", self.uri())
+    }
+}
+
+/// `store`: S3 access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// A custom endpoint (MinIO, SeaweedFS); `None` means AWS.
+    pub endpoint: Option<Url>,
+    /// Default `us-east-1`.
+    pub region: String,
+    /// Whether an `http://` endpoint is allowed. Default false.
+    pub allow_http: bool,
+    /// Set together with `secret_access_key`, or neither (then the ambient AWS chain applies).
+    pub access_key_id: Option<Secret>,
+    /// Set together with `access_key_id`, or neither.
+    pub secret_access_key: Option<Secret>,
+}
+
+/// `retry`: exponential backoff for transient failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// The first delay. Default 1s; always > 0.
+    pub initial: Duration,
+    /// The cap. Default 60s; always >= `initial`.
+    pub max: Duration,
+    /// Whether delays are jittered. Default true.
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            jitter: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `attempt` (0 for the first retry).
+    ///
+    /// The base delay is `initial * 2^attempt`, capped at `max`. With `jitter`, the delay is
+    /// drawn uniformly from `[base/2, base]` ("equal jitter"): registrars restarted together do
+    /// not retry in lockstep, yet each still waits at least half the base delay, so a catalog
+    /// that is down is not hammered the way full jitter (`[0, base]`) can. The randomness comes
+    /// from std's randomly keyed `RandomState` (a fresh key per call), so no RNG crate or shared
+    /// state is needed; it is not cryptographic and does not need to be.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        // 2^31 already exceeds any sane max/initial ratio; past it, the cap applies.
+        let base = if attempt >= 31 {
+            self.max
+        } else {
+            self.initial.saturating_mul(1u32 << attempt).min(self.max)
+        };
+        if !self.jitter {
+            return base;
+        }
+        let half = base / 2;
+        let span = (base - half).as_nanos();
+        let draw = u128::from(RandomState::new().hash_one(attempt));
+        let extra = draw % (span + 1);
+        // Split into seconds and nanoseconds: a `max` of centuries overflows u64 nanoseconds.
+        let secs = u64::try_from(extra / 1_000_000_000).unwrap_or(u64::MAX);
+        let nanos = (extra % 1_000_000_000) as u32;
+        half + Duration::new(secs, nanos)
+    }
+}
+
+/// How a parquet sink writes unsigned Arrow integers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum UnsignedPolicy {
+    /// Keep unsigned types (the default). Iceberg cannot represent them.
+    #[default]
+    Native,
+    /// Write them as signed types; required for datasets registered in Iceberg.
+    Signed,
+}
+
+impl UnsignedPolicy {
+    /// The YAML spelling: `native` or `signed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnsignedPolicy::Native => "native",
+            UnsignedPolicy::Signed => "signed",
+        }
+    }
+}
+
+/// The parquet sink a registrar follows (`from`), parsed only as far as the registrar needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParquetSource {
+    /// The parquet sink's `id`.
+    pub id: String,
+    /// Where segments are written.
+    pub dir: PathBuf,
+    /// The segment catalog log. Default `{dir}/segment-catalog.log`.
+    pub catalog: PathBuf,
+    /// Non-empty, unique names, in file order.
+    pub datasets: Vec<DatasetConfig>,
+}
+
+/// One dataset of the parquet sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatasetConfig {
+    /// The dataset's name: its table is `{namespace}.{name}`.
+    pub name: String,
+    /// The dataset's own `unsigned`, else the sink-wide one, else `native`.
+    pub unsigned: UnsignedPolicy,
+}

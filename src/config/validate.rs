@@ -1,0 +1,413 @@
+//! The rules for one `kind: iceberg` sink, turning its raw YAML into a [`RegistrarConfig`].
+//! Validation stops at the first broken rule; the message names the sink, the key path and the fix.
+
+use std::path::Path;
+
+use url::Url;
+
+use super::field::Ctx;
+use super::raw::{RawCredential, RawIceberg, RawRetry, RawSink, RawStore};
+use super::secret::Secret;
+use super::source;
+use super::tls;
+use super::types::{
+    CatalogAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
+};
+use super::urls;
+use crate::error::Result;
+
+/// Builds the registrar for `sink` (of kind iceberg); `sinks` is the whole list, for `from` and
+/// the shipper.
+pub(crate) fn registrar(
+    sink: &RawSink,
+    sinks: &[RawSink],
+    base_dir: &Path,
+) -> Result<RegistrarConfig> {
+    let ctx = Ctx {
+        sink: &sink.id,
+        base_dir,
+    };
+    // Rule 2: unknown keys, in any of the four strict mappings, fail here before any value is
+    // looked at, so a typo is the first thing reported.
+    let raw: RawIceberg = ctx.section("config", &sink.config)?;
+    let raw_credential: Option<RawCredential> =
+        ctx.optional_section("config.catalog_credential", raw.catalog_credential.as_ref())?;
+    let raw_store: RawStore = ctx
+        .optional_section("config.store", raw.store.as_ref())?
+        .unwrap_or_default();
+    let raw_retry: RawRetry = ctx
+        .optional_section("config.retry", raw.retry.as_ref())?
+        .unwrap_or_default();
+
+    // Rules 3, 15: the parquet sink.
+    let from = ctx.required(
+        "config.from",
+        raw.from.as_ref(),
+        "name the parquet sink whose segments the shipper uploads",
+    )?;
+    let parquet = source::find_parquet(&ctx, &from, sinks)?;
+    let source = source::parquet_source(parquet, base_dir)?;
+
+    // Rules 4, 10: the shipper agrees on pipeline and url.
+    let pipeline = ctx.required(
+        "config.pipeline",
+        raw.pipeline.as_ref(),
+        "set it to the object_store shipper's pipeline",
+    )?;
+    let url_text = ctx.required(
+        "config.url",
+        raw.url.as_ref(),
+        "set it to the shipper's s3://bucket[/prefix] url",
+    )?;
+    let url = urls::table_root(&url_text).map_err(|e| ctx.err("config.url", e))?;
+    source::check_shipper(&ctx, &from, &pipeline, &url, sinks)?;
+
+    // Rules 5-9: the catalog connection.
+    let catalog_uri = urls::http_url(&ctx.required(
+        "config.catalog_uri",
+        raw.catalog_uri.as_ref(),
+        "set it to the REST catalog's http:// or https:// URL",
+    )?)
+    .map_err(|e| ctx.err("config.catalog_uri", e))?;
+    let https = catalog_uri.scheme() == "https";
+    let catalog_ca_file = ca_file(&ctx, &raw, https)?;
+    let catalog_auth = auth(&ctx, &raw, raw_credential, &catalog_uri)?;
+    let catalog_client_identity = client_identity(&ctx, &raw, https)?;
+
+    // Rules 11, 12.
+    let namespace = namespace(&ctx, &raw)?;
+    let create_table = ctx
+        .flag("config.create_table", raw.create_table.as_ref())?
+        .unwrap_or(false);
+
+    // Rules 13, 14.
+    let store = store(&ctx, raw_store)?;
+    let retry = retry(&ctx, raw_retry)?;
+
+    // Rule 17, once everything else holds.
+    warn_cleartext(&ctx, &catalog_uri, &catalog_auth);
+
+    Ok(RegistrarConfig {
+        id: sink.id.clone(),
+        from,
+        pipeline,
+        catalog_uri,
+        catalog_ca_file,
+        catalog_auth,
+        catalog_client_identity,
+        url,
+        namespace,
+        create_table,
+        store,
+        retry,
+        source,
+    })
+}
+
+/// Rule 6.
+fn ca_file(ctx: &Ctx, raw: &RawIceberg, https: bool) -> Result<Option<std::path::PathBuf>> {
+    const KEY: &str = "config.catalog_ca_file";
+    let Some(path) = ctx.path(KEY, raw.catalog_ca_file.as_ref())? else {
+        return Ok(None);
+    };
+    if !https {
+        return Err(ctx.err(
+            KEY,
+            "needs an https:// catalog_uri (a CA means nothing over plain http); use https:// or \
+             remove catalog_ca_file",
+        ));
+    }
+    tls::check_certificates(&path).map_err(|e| {
+        ctx.err(
+            KEY,
+            format!("{e}; point it at a PEM bundle of the catalog's CA"),
+        )
+    })?;
+    Ok(Some(path))
+}
+
+/// Rules 7, 8.
+fn auth(
+    ctx: &Ctx,
+    raw: &RawIceberg,
+    credential: Option<RawCredential>,
+    catalog_uri: &Url,
+) -> Result<CatalogAuth> {
+    // Checked before resolving, so the conflict is reported even if the token's file is missing.
+    if raw.catalog_token.is_some() && credential.is_some() {
+        return Err(ctx.err(
+            "config.catalog_token",
+            "is set together with config.catalog_credential; use one of them, not both",
+        ));
+    }
+    let token = ctx.secret("config.catalog_token", raw.catalog_token.as_ref())?;
+    match (token, credential) {
+        (Some(token), _) => {
+            check_token(ctx, "config.catalog_token", &token)?;
+            Ok(CatalogAuth::Token(token))
+        }
+        (None, Some(credential)) => Ok(CatalogAuth::Credential(oauth2_credential(
+            ctx,
+            credential,
+            catalog_uri,
+        )?)),
+        (None, None) => Ok(CatalogAuth::None),
+    }
+}
+
+fn check_token(ctx: &Ctx, key: &str, token: &Secret) -> Result<()> {
+    if token.expose().is_empty() {
+        return Err(ctx.err(
+            key,
+            "is empty (check the file or variable it comes from); set a token or remove the key",
+        ));
+    }
+    // It becomes an HTTP header; a control character (a second newline in the file, say) would
+    // fail every request later with a less helpful error.
+    if token.expose().chars().any(char::is_control) {
+        return Err(ctx.err(
+            key,
+            "contains a line break or control character; a bearer token is one line",
+        ));
+    }
+    Ok(())
+}
+
+fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result<OAuth2Credential> {
+    let client_id = ctx.required(
+        "config.catalog_credential.client_id",
+        raw.client_id.as_ref(),
+        "set the OAuth2 client id",
+    )?;
+    if client_id.contains(':') {
+        return Err(ctx.err(
+            "config.catalog_credential.client_id",
+            "must not contain `:` (it separates the id from the secret in client authentication)",
+        ));
+    }
+    let client_secret = match ctx.secret(
+        "config.catalog_credential.client_secret",
+        raw.client_secret.as_ref(),
+    )? {
+        Some(secret) if !secret.expose().is_empty() => secret,
+        Some(_) => {
+            return Err(ctx.err(
+                "config.catalog_credential.client_secret",
+                "is empty (check the file or variable it comes from); set the client secret",
+            ));
+        }
+        None => {
+            return Err(ctx.err(
+                "config.catalog_credential.client_secret",
+                "is required; set it with ${file:PATH} or ${env:NAME}",
+            ));
+        }
+    };
+    let scope = ctx
+        .optional("config.catalog_credential.scope", raw.scope.as_ref())?
+        .unwrap_or_else(|| "catalog".to_owned());
+    let oauth2_server_uri = match ctx.optional(
+        "config.catalog_credential.oauth2_server_uri",
+        raw.oauth2_server_uri.as_ref(),
+    )? {
+        Some(text) => urls::http_url(&text)
+            .map_err(|e| ctx.err("config.catalog_credential.oauth2_server_uri", e))?,
+        None => {
+            default_token_endpoint(catalog_uri).map_err(|e| ctx.err("config.catalog_uri", e))?
+        }
+    };
+    Ok(OAuth2Credential {
+        client_id,
+        client_secret,
+        scope,
+        oauth2_server_uri,
+    })
+}
+
+/// `{catalog_uri without trailing /}/v1/oauth/tokens`, the REST spec's token endpoint.
+fn default_token_endpoint(catalog_uri: &Url) -> std::result::Result<Url, String> {
+    let base = catalog_uri.as_str().trim_end_matches('/');
+    Url::parse(&format!("{base}/v1/oauth/tokens"))
+        .map_err(|e| format!("cannot derive the token endpoint from it ({e}); set catalog_credential.oauth2_server_uri"))
+}
+
+/// Rule 9.
+fn client_identity(ctx: &Ctx, raw: &RawIceberg, https: bool) -> Result<Option<ClientIdentity>> {
+    const CERT: &str = "config.catalog_client_cert";
+    const KEY: &str = "config.catalog_client_key";
+    let cert = ctx.path(CERT, raw.catalog_client_cert.as_ref())?;
+    let key = ctx.path(KEY, raw.catalog_client_key.as_ref())?;
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(cert), Some(key)) => (cert, key),
+        (Some(_), None) => {
+            return Err(ctx.err(
+                KEY,
+                "is required with catalog_client_cert; set both or neither",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ctx.err(
+                CERT,
+                "is required with catalog_client_key; set both or neither",
+            ));
+        }
+    };
+    if !https {
+        return Err(ctx.err(
+            CERT,
+            "needs an https:// catalog_uri (a client certificate is presented only over TLS); use \
+             https:// or remove catalog_client_cert and catalog_client_key",
+        ));
+    }
+    tls::check_certificates(&cert).map_err(|e| {
+        ctx.err(
+            CERT,
+            format!("{e}; point it at the client's PEM certificate chain"),
+        )
+    })?;
+    tls::check_private_key(&key).map_err(|e| {
+        ctx.err(
+            KEY,
+            format!("{e}; point it at the client certificate's PEM private key"),
+        )
+    })?;
+    Ok(Some(ClientIdentity { cert, key }))
+}
+
+/// Rule 11: `a.b` is two levels; an empty level (`a..b`, `.a`, `a.`) is refused.
+fn namespace(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<String>> {
+    const KEY: &str = "config.namespace";
+    let text = ctx.required(
+        KEY,
+        raw.namespace.as_ref(),
+        "set the Iceberg namespace, e.g. robotics or a.b",
+    )?;
+    let levels: Vec<String> = text.split('.').map(str::to_owned).collect();
+    if levels.iter().any(String::is_empty) {
+        return Err(ctx.err(
+            KEY,
+            format!("`{text}` has an empty level; write levels separated by single dots, e.g. a.b"),
+        ));
+    }
+    Ok(levels)
+}
+
+/// Rule 13.
+fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
+    let allow_http = ctx
+        .flag("config.store.allow_http", raw.allow_http.as_ref())?
+        .unwrap_or(false);
+    let endpoint = match ctx.optional("config.store.endpoint", raw.endpoint.as_ref())? {
+        None => None,
+        Some(text) => {
+            let url = urls::http_url(&text).map_err(|e| ctx.err("config.store.endpoint", e))?;
+            if url.scheme() == "http" && !allow_http {
+                return Err(ctx.err(
+                    "config.store.endpoint",
+                    format!(
+                        "{url} is http:// but config.store.allow_http is not true; set \
+                         store.allow_http: true or use an https:// endpoint"
+                    ),
+                ));
+            }
+            Some(url)
+        }
+    };
+    let region = ctx
+        .optional("config.store.region", raw.region.as_ref())?
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let access_key_id = ctx.secret("config.store.access_key_id", raw.access_key_id.as_ref())?;
+    let secret_access_key = ctx.secret(
+        "config.store.secret_access_key",
+        raw.secret_access_key.as_ref(),
+    )?;
+    match (&access_key_id, &secret_access_key) {
+        (Some(_), None) => {
+            return Err(ctx.err(
+                "config.store.secret_access_key",
+                "is required with access_key_id; set both or neither",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ctx.err(
+                "config.store.access_key_id",
+                "is required with secret_access_key; set both or neither",
+            ));
+        }
+        _ => {}
+    }
+    for (key, secret) in [
+        ("config.store.access_key_id", &access_key_id),
+        ("config.store.secret_access_key", &secret_access_key),
+    ] {
+        if secret.as_ref().is_some_and(|s| s.expose().is_empty()) {
+            return Err(ctx.err(
+                key,
+                "is empty (check the file or variable it comes from); set it or remove both keys",
+            ));
+        }
+    }
+    Ok(StoreConfig {
+        endpoint,
+        region,
+        allow_http,
+        access_key_id,
+        secret_access_key,
+    })
+}
+
+/// Rule 14.
+fn retry(ctx: &Ctx, raw: RawRetry) -> Result<RetryPolicy> {
+    let defaults = RetryPolicy::default();
+    let initial = ctx
+        .duration("config.retry.initial", raw.initial.as_ref())?
+        .unwrap_or(defaults.initial);
+    let max = ctx
+        .duration("config.retry.max", raw.max.as_ref())?
+        .unwrap_or(defaults.max);
+    let jitter = ctx
+        .flag("config.retry.jitter", raw.jitter.as_ref())?
+        .unwrap_or(defaults.jitter);
+    if initial.is_zero() {
+        return Err(ctx.err("config.retry.initial", "must be greater than 0, e.g. 1s"));
+    }
+    if max < initial {
+        return Err(ctx.err(
+            "config.retry.max",
+            format!(
+                "{} is less than retry.initial ({}); set max >= initial",
+                humantime::format_duration(max),
+                humantime::format_duration(initial)
+            ),
+        ));
+    }
+    Ok(RetryPolicy {
+        initial,
+        max,
+        jitter,
+    })
+}
+
+/// Rule 17: credentials over plain http to another machine travel in cleartext. Allowed (demos
+/// run that way) but said out loud. Loopback stays quiet: nothing leaves the host.
+fn warn_cleartext(ctx: &Ctx, catalog_uri: &Url, auth: &CatalogAuth) {
+    let exposed = |url: &Url| url.scheme() == "http" && !urls::is_loopback(url);
+    let (key, endpoints): (&str, Vec<&Url>) = match auth {
+        CatalogAuth::None => return,
+        CatalogAuth::Token(_) => ("catalog_token", vec![catalog_uri]),
+        CatalogAuth::Credential(c) => (
+            "catalog_credential",
+            vec![catalog_uri, &c.oauth2_server_uri],
+        ),
+    };
+    for url in endpoints.into_iter().filter(|u| exposed(u)) {
+        tracing::warn!(
+            sink = ctx.sink,
+            key,
+            endpoint = %url,
+            "{key} is sent over plain http:// to a non-loopback host ({url}): credentials travel \
+             in cleartext; use https://"
+        );
+    }
+}

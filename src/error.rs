@@ -1,0 +1,132 @@
+//! One error type for the whole registrar: a stable [`ErrorCode`] operators can alert on, a message
+//! that says what happened and what to do, and whether retrying can help.
+//!
+//! Messages never contain secrets: every constructor takes text that the caller composed from
+//! key names, paths, object keys and server responses, never from a `Secret`'s value.
+
+use std::fmt;
+
+/// The stable, documented error codes. `as_str` is what logs, metrics and exit reports show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The configuration is wrong (including TLS trust problems with the catalog): fix and restart.
+    ConfigInvalid,
+    /// The catalog or token endpoint rejected our credentials or client certificate.
+    AuthFailed,
+    /// A segment's schema cannot be merged into its table's schema.
+    SchemaMismatch,
+    /// A segment has a type Iceberg cannot represent (e.g. UInt64).
+    UnsupportedType,
+    /// The table does not exist and `create_table` is false.
+    TableMissing,
+    /// An object is not a readable Parquet file (bad magic, truncated, oversized footer).
+    FooterInvalid,
+    /// An uploaded object the segment catalog names is not in the bucket.
+    ObjectMissing,
+    /// The on-disk segment catalog is corrupt before its tail.
+    SegmentCatalogCorrupt,
+    /// The catalog answered something we cannot act on (4xx other than auth/conflict, bad JSON).
+    CatalogRejected,
+    /// A network or server fault (unreachable, 5xx, timeout). Retried with backoff.
+    Unavailable,
+    /// Work abandoned because the registrar is stopping (not a failure).
+    Cancelled,
+    /// A bug or an impossible state.
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ConfigInvalid => "config.invalid",
+            ErrorCode::AuthFailed => "auth.failed",
+            ErrorCode::SchemaMismatch => "sink.iceberg_schema_mismatch",
+            ErrorCode::UnsupportedType => "sink.iceberg_unsupported_type",
+            ErrorCode::TableMissing => "sink.iceberg_table_missing",
+            ErrorCode::FooterInvalid => "sink.iceberg_footer_invalid",
+            ErrorCode::ObjectMissing => "sink.iceberg_object_missing",
+            ErrorCode::SegmentCatalogCorrupt => "segment_catalog.corrupt",
+            ErrorCode::CatalogRejected => "sink.iceberg_catalog_rejected",
+            ErrorCode::Unavailable => "sink.iceberg_unavailable",
+            ErrorCode::Cancelled => "cancelled",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// Whether an error with this code may go away on its own (and so is retried with backoff).
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorCode::Unavailable)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error with a code and a human message (`code: message` when displayed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    code: ErrorCode,
+    message: String,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn config_invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::ConfigInvalid, message)
+    }
+
+    pub fn auth_failed(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::AuthFailed, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+
+    /// Work abandoned because the registrar is stopping.
+    pub fn cancelled() -> Self {
+        Self::new(ErrorCode::Cancelled, "the registrar is stopping")
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn is_transient(&self) -> bool {
+        self.code.is_transient()
+    }
+
+    /// Prefixes the message with where it happened, keeping the code.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

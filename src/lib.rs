@@ -1,0 +1,29 @@
+//! # thadam-iceberg: the Iceberg registrar
+//!
+//! Registers Parquet segments that a pipeline has already shipped to object storage into Apache
+//! Iceberg tables through a REST catalog, with metadata-only appends: no data is rewritten. Each
+//! table's schema follows the files by Parquet field ID, every file is registered exactly once
+//! (crashes, restarts, lost responses and concurrent writers included), and none is dropped.
+//!
+//! Start with [`Registrar`] and [`config::Config`]; feed it from the segment catalog file of a
+//! parquet sink, or from your own catalog through [`protocol::feed::SegmentFeed`].
+
+pub mod actors;
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod footer;
+pub mod protocol;
+pub mod registrar;
+pub mod retry;
+pub mod schema;
+pub mod shutdown;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod tls;
+
+pub use error::{Error, ErrorCode, Result};
+pub use registrar::{Registrar, RegistrarHandle};

@@ -1,0 +1,55 @@
+//! The registrar's input interface: anything that yields uploaded segments in catalog order.
+//!
+//! The file-backed segment catalog implements it ([`crate::protocol::segment_log::SegmentLogTail`]);
+//! an embedding runtime that keeps its own catalog implements it too, or uses [`ChannelFeed`].
+//!
+//! A feed must replay every `Uploaded` entry it still holds each time the registrar starts: the
+//! registrar keeps no cursor of its own and skips what the table already has, which is what makes a
+//! crash anywhere harmless.
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+use crate::protocol::segment::UploadedSegment;
+
+#[async_trait]
+pub trait SegmentFeed: Send + 'static {
+    /// Waits for the next uploaded segment. `Ok(None)` means the feed has ended for good.
+    async fn next(&mut self) -> Result<Option<UploadedSegment>>;
+}
+
+/// A feed that an embedding runtime pushes into through a [`FeedSender`].
+pub struct ChannelFeed {
+    rx: mpsc::Receiver<UploadedSegment>,
+}
+
+/// The runtime's end of a [`ChannelFeed`]. Dropping every sender ends the feed.
+#[derive(Clone)]
+pub struct FeedSender {
+    tx: mpsc::Sender<UploadedSegment>,
+}
+
+impl ChannelFeed {
+    /// A bounded feed: `send` waits when the registrar is `capacity` segments behind.
+    pub fn new(capacity: usize) -> (FeedSender, ChannelFeed) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (FeedSender { tx }, ChannelFeed { rx })
+    }
+}
+
+impl FeedSender {
+    /// Hands one uploaded segment to the registrar. Fails only when the registrar has stopped.
+    pub async fn send(&self, segment: UploadedSegment) -> Result<()> {
+        self.tx.send(segment).await.map_err(|_| {
+            crate::error::Error::internal("the registrar has stopped; the segment was not taken")
+        })
+    }
+}
+
+#[async_trait]
+impl SegmentFeed for ChannelFeed {
+    async fn next(&mut self) -> Result<Option<UploadedSegment>> {
+        Ok(self.rx.recv().await)
+    }
+}

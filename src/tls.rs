@@ -1,0 +1,199 @@
+//! The HTTP client every catalog request goes through: rustls with ring, trust roots from the
+//! platform or from `catalog_ca_file`, and the optional client certificate for mutual TLS.
+//!
+//! One client serves the catalog reads, the commits, the schema commits and the token exchange,
+//! so they all present the same certificate and trust the same CAs. The S3 store has its own stack.
+
+use std::fs;
+use std::io::BufReader;
+use std::path::Path;
+use std::time::Duration;
+
+use rustls::RootCertStore;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::error::{Error, Result};
+
+/// Installs ring as the process-wide rustls provider. Both ring and aws-lc-rs are compiled in
+/// (opendal brings the latter), so rustls cannot pick one by itself. Idempotent.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// What the catalog connection trusts and presents.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings<'a> {
+    pub ca_file: Option<&'a Path>,
+    pub client_cert: Option<&'a Path>,
+    pub client_key: Option<&'a Path>,
+}
+
+/// Builds the catalog HTTP client. Errors are `config.invalid` naming the file at fault.
+pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
+    install_crypto_provider();
+    let roots = match tls.ca_file {
+        Some(path) => roots_from_file(path)?,
+        None => platform_roots(),
+    };
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match (tls.client_cert, tls.client_key) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
+            .map_err(|e| {
+                Error::config_invalid(format!(
+                    "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
+                     check that the key belongs to the certificate",
+                    cert.display()
+                ))
+            })?,
+        _ => builder.with_no_client_auth(),
+    };
+    reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(60))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| Error::internal(format!("cannot build the catalog HTTP client: {e}")))
+}
+
+fn platform_roots() -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for err in &found.errors {
+        tracing::warn!("skipping an unreadable platform CA certificate: {err}");
+    }
+    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    tracing::debug!(
+        added,
+        ignored,
+        "loaded platform trust roots for the catalog"
+    );
+    roots
+}
+
+fn roots_from_file(path: &Path) -> Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(read_certs(path)?);
+    if added == 0 {
+        return Err(Error::config_invalid(format!(
+            "catalog_ca_file {} holds no usable CA certificate; point it at a PEM bundle of the \
+             CA that signed the catalog's certificate",
+            path.display()
+        )));
+    }
+    Ok(roots)
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let file = fs::File::open(path).map_err(|e| {
+        Error::config_invalid(format!(
+            "cannot read certificate file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(file))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| {
+            Error::config_invalid(format!(
+                "{} is not a PEM certificate file: {e}",
+                path.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(Error::config_invalid(format!(
+            "{} holds no PEM certificate",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
+    // The key's bytes never reach a message: only the path does.
+    let file = fs::File::open(path).map_err(|e| {
+        Error::config_invalid(format!(
+            "cannot read catalog_client_key {}: {e}",
+            path.display()
+        ))
+    })?;
+    rustls_pemfile::private_key(&mut BufReader::new(file))
+        .map_err(|_| {
+            Error::config_invalid(format!(
+                "catalog_client_key {} is not a PEM private key",
+                path.display()
+            ))
+        })?
+        .ok_or_else(|| {
+            Error::config_invalid(format!(
+                "catalog_client_key {} holds no PEM private key",
+                path.display()
+            ))
+        })
+}
+
+/// The TLS cause behind a failed request, if there was one, as a short human phrase
+/// ("invalid peer certificate: UnknownIssuer"). Used to turn handshake failures into fatal,
+/// explained errors instead of endless retries.
+pub fn tls_cause(err: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(TlsFailure::from_rustls(tls));
+        }
+        cur = e.source();
+    }
+    // rustls errors reach reqwest wrapped in io::Error; some arrive only as text.
+    let text = error_chain_text(err);
+    if text.contains("certificate") || text.contains("handshake") || text.contains("alert") {
+        return Some(TlsFailure::Other(text));
+    }
+    None
+}
+
+/// Why a TLS handshake with the catalog failed, split by who has to act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// We do not trust the server's certificate: a configuration problem on our side.
+    ServerNotTrusted(String),
+    /// The server refused our client certificate (or the lack of one).
+    ClientRejected(String),
+    Other(String),
+}
+
+impl TlsFailure {
+    fn from_rustls(err: &rustls::Error) -> TlsFailure {
+        use rustls::AlertDescription as A;
+        match err {
+            rustls::Error::InvalidCertificate(cause) => {
+                TlsFailure::ServerNotTrusted(format!("invalid peer certificate: {cause:?}"))
+            }
+            rustls::Error::AlertReceived(
+                alert @ (A::BadCertificate
+                | A::CertificateRequired
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::AccessDenied
+                | A::HandshakeFailure
+                | A::CertificateRevoked
+                | A::CertificateExpired),
+            ) => TlsFailure::ClientRejected(format!("the catalog sent TLS alert {alert:?}")),
+            other => TlsFailure::Other(other.to_string()),
+        }
+    }
+}
+
+/// The whole `source()` chain of an error as one line, for messages (never holds secrets:
+/// reqwest errors carry URLs without credentials, and we put none in URLs).
+pub fn error_chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = e.source();
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,279 @@
+//! Shared harness for tests against the real servers (the Iceberg REST fixture and the S3 server
+//! that `scripts/test` starts). Every test works in its own namespace, pipeline and prefix, so
+//! tests run in parallel against one catalog.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use futures::TryStreamExt;
+use iceberg::table::Table;
+use object_store::ObjectStore;
+use thadam_iceberg::catalog::{RestClient, TableName};
+use thadam_iceberg::config::{Config, RegistrarConfig};
+use thadam_iceberg::demo;
+use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
+use thadam_iceberg::status::RegistrarStatus;
+use thadam_iceberg::{Registrar, RegistrarHandle};
+
+/// Where the servers are. Fails loudly (never skips) when they are not running.
+pub struct ServerEnv {
+    pub catalog_uri: String,
+    pub s3_endpoint: String,
+    pub bucket: String,
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests need the REST fixture and the S3 server. Run them with \
+             `scripts/test` (installs and starts both), or start the servers with \
+             `scripts/servers start DIR && source DIR/env` and run cargo test again"
+        )
+    })
+}
+
+impl ServerEnv {
+    pub fn get() -> ServerEnv {
+        ServerEnv {
+            catalog_uri: var("THADAM_TEST_CATALOG_URI"),
+            s3_endpoint: var("THADAM_TEST_S3_ENDPOINT"),
+            bucket: var("THADAM_TEST_BUCKET"),
+        }
+    }
+}
+
+/// A unique, catalog-safe name for this test run.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
+}
+
+pub struct Options {
+    pub create_table: bool,
+    pub datasets: Vec<&'static str>,
+    /// Namespace levels (a unique first level is prepended).
+    pub namespace_tail: Vec<&'static str>,
+    pub unsigned: &'static str,
+    pub extra_iceberg_yaml: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_table: true,
+            datasets: vec!["telemetry"],
+            namespace_tail: vec![],
+            unsigned: "signed",
+            extra_iceberg_yaml: String::new(),
+        }
+    }
+}
+
+pub struct Harness {
+    pub env: ServerEnv,
+    pub dir: tempfile::TempDir,
+    pub config: RegistrarConfig,
+    pub store: Arc<dyn ObjectStore>,
+    pub log: SegmentLogWriter,
+    pub namespace: Vec<String>,
+    pub pipeline: String,
+    pub prefix: String,
+    shipped: u64,
+}
+
+impl Harness {
+    pub fn new(test: &str) -> Harness {
+        Self::with(test, Options::default())
+    }
+
+    pub fn with(test: &str, opts: Options) -> Harness {
+        let env = ServerEnv::get();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut namespace = vec![unique(test)];
+        namespace.extend(opts.namespace_tail.iter().map(|s| s.to_string()));
+        let pipeline = unique("pipe");
+        let prefix = unique("lake");
+        let datasets = opts.datasets.join(", ");
+        let yaml = format!(
+            r#"
+sinks:
+  - id: local
+    kind: parquet
+    config:
+      dir: {dir}
+      unsigned: {unsigned}
+      datasets: [{datasets}]
+  - id: s3
+    kind: object_store
+    config:
+      from: local
+      pipeline: {pipeline}
+      url: s3://{bucket}/{prefix}
+  - id: iceberg
+    kind: iceberg
+    config:
+      from: local
+      pipeline: {pipeline}
+      catalog_uri: {catalog}
+      url: s3://{bucket}/{prefix}
+      namespace: {namespace}
+      create_table: {create}
+      store:
+        endpoint: {s3}
+        region: us-east-1
+        allow_http: true
+        access_key_id: "${{env:THADAM_TEST_S3_ACCESS_KEY}}"
+        secret_access_key: "${{env:THADAM_TEST_S3_SECRET_KEY}}"
+      retry: {{ initial: 100ms, max: 2s, jitter: true }}
+{extra}
+"#,
+            dir = dir.path().display(),
+            unsigned = opts.unsigned,
+            bucket = env.bucket,
+            catalog = env.catalog_uri,
+            namespace = namespace.join("."),
+            create = opts.create_table,
+            s3 = env.s3_endpoint,
+            extra = opts.extra_iceberg_yaml,
+        );
+        let config = Config::from_yaml_str(&yaml, dir.path())
+            .expect("test config is valid")
+            .registrars
+            .remove(0);
+        let store = thadam_iceberg::store::object_store(&config.store, &config.url.bucket)
+            .expect("object store");
+        let log = SegmentLogWriter::open(&config.source.catalog).expect("segment log");
+        Harness {
+            env,
+            dir,
+            config,
+            store,
+            log,
+            namespace,
+            pipeline,
+            prefix,
+            shipped: 0,
+        }
+    }
+
+    pub fn table_name(&self, dataset: &str) -> TableName {
+        TableName {
+            namespace: self.namespace.clone(),
+            name: dataset.to_string(),
+        }
+    }
+
+    /// Ships one segment made of `batch` for `dataset`; returns its object key.
+    pub async fn ship(&mut self, dataset: &str, batch: &RecordBatch) -> String {
+        self.shipped += 1;
+        let segment_id = format!("seg-{:06}", self.shipped);
+        let key = demo::object_key(&self.prefix, &self.pipeline, dataset, &segment_id);
+        let parquet = demo::write_parquet(std::slice::from_ref(batch)).expect("parquet");
+        demo::ship_segment(
+            self.store.as_ref(),
+            &mut self.log,
+            dataset,
+            &segment_id,
+            &key,
+            parquet,
+            batch.num_rows() as u64,
+        )
+        .await
+        .expect("ship");
+        key
+    }
+
+    /// Ships telemetry segment number `n` (rows `n*rows ..`).
+    pub async fn ship_telemetry(&mut self, n: u64, rows: usize) -> String {
+        let batch = demo::telemetry_batch(n, rows).expect("batch");
+        self.ship("telemetry", &batch).await
+    }
+
+    pub async fn start(&self) -> RegistrarHandle {
+        Registrar::start(self.config.clone())
+            .await
+            .expect("registrar starts")
+    }
+
+    /// Runs a registrar until it has handled `n` segments, then stops it cleanly.
+    pub async fn run_until_handled(&self, n: u64) -> RegistrarStatus {
+        let handle = self.start().await;
+        let status = tokio::time::timeout(
+            Duration::from_secs(180),
+            handle.wait_until(|s| s.handled() >= n),
+        )
+        .await
+        .expect("registrar caught up in time (hang guard)")
+        .expect("registrar ran without a fatal error");
+        handle.stop();
+        handle.wait().await.expect("clean stop");
+        status
+    }
+
+    /// Runs a registrar expecting it to stop on a fatal error, which is returned.
+    pub async fn run_until_fatal(&self) -> thadam_iceberg::Error {
+        let handle = self.start().await;
+        let result = tokio::time::timeout(Duration::from_secs(120), handle.wait())
+            .await
+            .expect("registrar stopped in time (hang guard)");
+        result.expect_err("the registrar should have stopped with a fatal error")
+    }
+
+    pub async fn client(&self) -> RestClient {
+        thadam_iceberg::registrar::connect(&self.config)
+            .await
+            .expect("catalog connection")
+    }
+
+    pub async fn table(&self, dataset: &str) -> Option<Table> {
+        self.client()
+            .await
+            .load_table(&self.table_name(dataset))
+            .await
+            .expect("load table")
+    }
+}
+
+/// The distinct data files of the table's current snapshot.
+pub async fn data_files(table: &Table) -> BTreeSet<String> {
+    if table.metadata().current_snapshot().is_none() {
+        return BTreeSet::new();
+    }
+    table
+        .scan()
+        .build()
+        .expect("scan")
+        .plan_files()
+        .await
+        .expect("plan")
+        .map_ok(|t| t.data_file_path().to_string())
+        .try_collect()
+        .await
+        .expect("files")
+}
+
+/// Every row of the table, read through the Iceberg Rust client.
+pub async fn read_all(table: &Table) -> Vec<RecordBatch> {
+    if table.metadata().current_snapshot().is_none() {
+        return Vec::new();
+    }
+    table
+        .scan()
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow stream")
+        .try_collect()
+        .await
+        .expect("batches")
+}
+
+pub fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.num_rows()).sum()
+}
