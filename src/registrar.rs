@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::SupervisorMsg;
 use crate::protocol::segment_log::SegmentLogTail;
+use crate::retry::retry_transient;
 use crate::shutdown::{self, ShutdownTrigger};
 use crate::status::{RegistrarStatus, StatusBoard};
 use crate::tls::{TlsSettings, catalog_http_client};
@@ -44,16 +45,25 @@ impl Registrar {
     /// Starts a registrar fed by `feed` (an embedding runtime's own catalog, or a
     /// [`crate::protocol::feed::ChannelFeed`]).
     ///
-    /// Connects to the catalog first, so a wrong URL, an untrusted certificate or a rejected
-    /// credential fails here, with its code, before anything is started.
+    /// Connects to the catalog first, so an untrusted certificate or a rejected credential fails
+    /// here, with its code, before anything is started. An unreachable catalog (or a 5xx) is
+    /// transient: `start` retries it with the configured backoff and returns once connected.
     pub async fn start_with_feed(
         config: RegistrarConfig,
         feed: Box<dyn SegmentFeed>,
         tuning: Tuning,
     ) -> Result<RegistrarHandle> {
-        let client = connect(&config).await?;
-        let store = crate::store::object_store(&config.store, &config.url.bucket)?;
         let (trigger, shutdown) = shutdown::channel();
+        let store = crate::store::object_store(&config.store, &config.url.bucket)?;
+        let mut waiting = shutdown.clone();
+        let client = retry_transient(
+            &config.retry,
+            &mut waiting,
+            "connecting to the catalog",
+            || connect(&config),
+        )
+        .await?
+        .ok_or_else(Error::cancelled)?;
         let status = StatusBoard::default();
         let ctx = Arc::new(RegistrarContext {
             config,

@@ -231,3 +231,107 @@ async fn a_preexisting_mismatched_table_fails_and_registers_nothing() {
     );
     assert_eq!(data_files(&after).await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_catalog_is_retried_until_it_answers() {
+    let mut h = Harness::new("transient");
+    h.ship_telemetry(0, 50).await;
+    // Point the registrar at a port where nothing listens yet.
+    let port = common::forward::reserve_port();
+    let upstream = common::forward::socket_of(&h.env.catalog_uri);
+    let mut config = h.config.clone();
+    config.catalog_uri = format!("http://127.0.0.1:{port}").parse().expect("url");
+    let starting = tokio::spawn(thadam_iceberg::Registrar::start(config));
+    // The registrar keeps retrying (backoff 100ms..2s); bring the catalog up after a while.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(
+        !starting.is_finished(),
+        "start must wait for the catalog, not fail"
+    );
+    let _forward = common::forward::Forward::start(port, upstream).await;
+    let handle = tokio::time::timeout(std::time::Duration::from_secs(60), starting)
+        .await
+        .expect("connected in time (hang guard)")
+        .expect("task")
+        .expect("started once the catalog answered");
+    let status = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        handle.wait_until(|s| s.handled() >= 1),
+    )
+    .await
+    .expect("hang guard")
+    .expect("registered");
+    assert_eq!(status.tables.values().map(|t| t.registered).sum::<u64>(), 1);
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(data_files(&table).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedding_runtime_feeds_its_own_catalog() {
+    use thadam_iceberg::actors::context::Tuning;
+    use thadam_iceberg::protocol::feed::ChannelFeed;
+    use thadam_iceberg::protocol::segment::UploadedSegment;
+
+    let h = Harness::new("embedded");
+    // The runtime uploads files itself and keeps its own catalog: no segment log file at all.
+    let mut uploaded = Vec::new();
+    for n in 0..2u64 {
+        let key = thadam_iceberg::demo::object_key(
+            &h.prefix,
+            &h.pipeline,
+            "telemetry",
+            &format!("own-{n}"),
+        );
+        let parquet = thadam_iceberg::demo::write_parquet(&[
+            thadam_iceberg::demo::telemetry_batch(n, 20).expect("batch"),
+        ])
+        .expect("parquet");
+        let size = parquet.len() as u64;
+        h.store
+            .put(
+                &object_store::path::Path::from(key.as_str()),
+                parquet.into(),
+            )
+            .await
+            .expect("upload");
+        uploaded.push(UploadedSegment {
+            seq: 100 + n,
+            dataset: "telemetry".to_string(),
+            segment_id: format!("own-{n}"),
+            object_key: key,
+            file_size: size,
+            row_count: 20,
+            uploaded_at_ms: 0,
+        });
+    }
+    for round in 0..2 {
+        let (sender, feed) = ChannelFeed::new(16);
+        let handle = thadam_iceberg::Registrar::start_with_feed(
+            h.config.clone(),
+            Box::new(feed),
+            Tuning::default(),
+        )
+        .await
+        .expect("start");
+        // On every start the runtime replays what its catalog holds.
+        for segment in &uploaded {
+            sender.send(segment.clone()).await.expect("send");
+        }
+        let status = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            handle.wait_until(|s| s.handled() >= 2),
+        )
+        .await
+        .expect("hang guard")
+        .expect("handled");
+        let registered: u64 = status.tables.values().map(|t| t.registered).sum();
+        assert_eq!(registered, if round == 0 { 2 } else { 0 }, "round {round}");
+        handle.stop();
+        handle.wait().await.expect("clean stop");
+    }
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(data_files(&table).await.len(), 2);
+    assert_eq!(row_count(&read_all(&table).await), 40);
+}

@@ -3,6 +3,8 @@
 //! tests run in parallel against one catalog.
 #![allow(dead_code)]
 
+pub mod forward;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
