@@ -15,6 +15,8 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod footer;
+pub mod metrics;
+pub mod ops;
 pub mod protocol;
 pub mod registrar;
 pub mod retry;

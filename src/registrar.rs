@@ -1,10 +1,30 @@
-//! The public face of the registrar: start it from a config, watch its status, stop it, wait.
+//! The public face of the registrar, for a host that embeds it: build a config, start, watch the
+//! status, stop, wait.
+//!
+//! 1. **Config.** [`crate::config::Config::load`] reads a thadam YAML file (or
+//!    [`crate::config::Config::from_yaml_str`] a string) and yields one validated
+//!    [`RegistrarConfig`] per `kind: iceberg` sink. A host may also build a `RegistrarConfig`
+//!    from the typed structs in [`crate::config`] directly; those carry no further checks, so
+//!    going through YAML is the safer road.
+//! 2. **Start.** [`Registrar::start`] tails the parquet sink's segment catalog file;
+//!    [`Registrar::start_with_feed`] takes any [`SegmentFeed`], e.g. a
+//!    [`crate::protocol::feed::ChannelFeed`] the host pushes its own `Uploaded` entries into
+//!    (see `examples/embedded.rs`). Both connect to the catalog first: a bad certificate or
+//!    credential fails here, with its [`crate::ErrorCode`]; an unreachable catalog is retried.
+//! 3. **Status.** [`RegistrarHandle::status`] is a snapshot: per table, segments registered,
+//!    skipped, waiting (backlog), the last commit's time and lag, the last error; and
+//!    [`RegistrarStatus::readiness`]. Metrics go through the `metrics` facade to whatever
+//!    recorder the host installed (see [`crate::metrics`]).
+//! 4. **Stop and wait.** [`RegistrarHandle::stop`] stops taking segments and abandons or
+//!    finishes the commit in flight (either is safe); [`RegistrarHandle::wait`] returns `Ok` after
+//!    a requested stop and `Err` with the fatal error that stopped the service otherwise.
 //!
 //! ```no_run
 //! # async fn run() -> thadam_iceberg::error::Result<()> {
 //! use thadam_iceberg::{config::Config, Registrar};
 //! let config = Config::load("thadam.yaml".as_ref())?;
 //! let registrar = Registrar::start(config.registrars[0].clone()).await?;
+//! println!("{} segments waiting", registrar.status().backlog());
 //! // ... later, e.g. on SIGTERM:
 //! registrar.stop();
 //! registrar.wait().await
@@ -19,6 +39,8 @@ use tokio::task::JoinHandle;
 
 use crate::actors::context::{RegistrarContext, Tuning};
 use crate::actors::supervisor::{Outcome, Supervisor, SupervisorArgs};
+use crate::actors::token_refresher;
+use crate::auth::refreshed::RefreshedToken;
 use crate::auth::{NoAuth, SharedTokenSource, StaticToken};
 use crate::catalog::RestClient;
 use crate::catalog::rest::RestClientSettings;
@@ -32,11 +54,16 @@ use crate::shutdown::{self, ShutdownTrigger};
 use crate::status::{RegistrarStatus, StatusBoard};
 use crate::tls::{TlsSettings, catalog_http_client};
 
-/// Starts registrars.
+/// Starts registrars. Each start runs one registrar (one `kind: iceberg` sink) on the current
+/// tokio runtime, until stopped or until a fatal error.
 pub struct Registrar;
 
 impl Registrar {
-    /// Starts a registrar that tails the segment catalog file of the config's parquet sink.
+    /// Starts a registrar that tails the segment catalog file of the config's parquet sink, with
+    /// the default [`Tuning`].
+    ///
+    /// Returns once the catalog has answered (an unreachable one is retried with the config's
+    /// backoff); the tables are resolved in the background, see [`RegistrarStatus::readiness`].
     pub async fn start(config: RegistrarConfig) -> Result<RegistrarHandle> {
         let feed = SegmentLogTail::open(&config.source.catalog);
         Self::start_with_feed(config, Box::new(feed), Tuning::default()).await
@@ -55,16 +82,30 @@ impl Registrar {
     ) -> Result<RegistrarHandle> {
         let (trigger, shutdown) = shutdown::channel();
         let store = crate::store::object_store(&config.store, &config.url.bucket)?;
+        // One HTTP client and one token source for the registrar's whole life: with
+        // catalog_credential, that is one token refresher, started before the first connect.
+        let http = catalog_http(&config)?;
+        let tokens = CatalogTokens::start(&config, &http).await?;
         let mut waiting = shutdown.clone();
         let client = retry_transient(
             &config.retry,
             &mut waiting,
             "connecting to the catalog",
-            || connect(&config),
+            || connect_with(&config, http.clone(), tokens.source.clone()),
         )
         .await?
         .ok_or_else(Error::cancelled)?;
         let status = StatusBoard::default();
+        status.set_catalog_ok();
+        // Every configured table is listed (unresolved) from the start, so readiness waits for
+        // all of them, not only for those whose committer has reported.
+        for dataset in &config.source.datasets {
+            let table = crate::catalog::TableName {
+                namespace: config.namespace.clone(),
+                name: dataset.name.clone(),
+            };
+            status.update(&table.to_string(), |_| {});
+        }
         let ctx = Arc::new(RegistrarContext {
             config,
             client,
@@ -86,6 +127,14 @@ impl Registrar {
         )
         .await
         .map_err(|e| Error::internal(format!("the registrar could not start: {e}")))?;
+        if let Some(refreshed) = &tokens.refreshed {
+            tokio::spawn(token_refresher::follow_registrar(
+                refreshed.state(),
+                refreshed.refresher(),
+                supervisor.clone(),
+                waiting,
+            ));
+        }
         Ok(RegistrarHandle {
             supervisor,
             join,
@@ -96,21 +145,59 @@ impl Registrar {
     }
 }
 
-/// The catalog connection for a config: TLS settings, credentials, `GET /v1/config`.
+/// A one-shot catalog connection for a config: TLS settings, credentials, `GET /v1/config`.
+/// With `catalog_credential` it starts its own token refresher, which stops when the last clone
+/// of the returned client is dropped.
 pub async fn connect(config: &RegistrarConfig) -> Result<RestClient> {
+    let http = catalog_http(config)?;
+    let tokens = CatalogTokens::start(config, &http).await?;
+    connect_with(config, http, tokens.source).await
+}
+
+/// The catalog HTTP client of a config: its CA file and client certificate.
+fn catalog_http(config: &RegistrarConfig) -> Result<reqwest::Client> {
     let identity = config.catalog_client_identity.as_ref();
-    let http = catalog_http_client(&TlsSettings {
+    catalog_http_client(&TlsSettings {
         ca_file: config.catalog_ca_file.as_deref(),
         client_cert: identity.map(|i| i.cert.as_path()),
         client_key: identity.map(|i| i.key.as_path()),
-    })?;
-    let tokens: SharedTokenSource = match &config.catalog_auth {
-        CatalogAuth::None => Arc::new(NoAuth),
-        CatalogAuth::Token(token) => Arc::new(StaticToken::new(token.clone())),
-        CatalogAuth::Credential(credential) => Arc::new(
-            crate::auth::oauth2::ClientCredentials::new(credential.clone(), http.clone()),
-        ),
-    };
+    })
+}
+
+/// Where catalog requests get their token, and the refresher behind it when there is one.
+struct CatalogTokens {
+    source: SharedTokenSource,
+    refreshed: Option<Arc<RefreshedToken>>,
+}
+
+impl CatalogTokens {
+    async fn start(config: &RegistrarConfig, http: &reqwest::Client) -> Result<CatalogTokens> {
+        Ok(match &config.catalog_auth {
+            CatalogAuth::None => CatalogTokens {
+                source: Arc::new(NoAuth),
+                refreshed: None,
+            },
+            CatalogAuth::Token(token) => CatalogTokens {
+                source: Arc::new(StaticToken::new(token.clone())),
+                refreshed: None,
+            },
+            CatalogAuth::Credential(credential) => {
+                let refreshed =
+                    RefreshedToken::start(credential.clone(), http.clone(), config.retry).await?;
+                CatalogTokens {
+                    source: refreshed.clone(),
+                    refreshed: Some(refreshed),
+                }
+            }
+        })
+    }
+}
+
+async fn connect_with(
+    config: &RegistrarConfig,
+    http: reqwest::Client,
+    tokens: SharedTokenSource,
+) -> Result<RestClient> {
     RestClient::connect(RestClientSettings {
         catalog_uri: config.catalog_uri.clone(),
         http,
@@ -120,7 +207,8 @@ pub async fn connect(config: &RegistrarConfig) -> Result<RestClient> {
     .await
 }
 
-/// A running registrar.
+/// A running registrar. Dropping it does not stop it: call [`RegistrarHandle::stop`], then
+/// [`RegistrarHandle::wait`].
 pub struct RegistrarHandle {
     supervisor: ActorRef<SupervisorMsg>,
     join: JoinHandle<()>,
@@ -133,6 +221,12 @@ impl RegistrarHandle {
     /// Per-table progress, and the fatal error if the service stopped on one.
     pub fn status(&self) -> RegistrarStatus {
         self.status.snapshot()
+    }
+
+    /// The live status board behind [`RegistrarHandle::status`], for a task that reports on the
+    /// registrar without owning its handle (e.g. a `/readyz` endpoint).
+    pub fn status_board(&self) -> StatusBoard {
+        self.status.clone()
     }
 
     /// Asks the registrar to stop: no new segments are taken, a commit in flight finishes or is

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use iceberg_storage_opendal::{AwsCredential, CustomAwsCredentialLoader, ProvideCredential};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 
-use crate::config::StoreConfig;
+use crate::config::{Secret, StoreConfig};
 use crate::error::{Error, Result};
 
 /// The bucket as an `ObjectStore`. A custom endpoint (a local or self-hosted S3) is addressed
@@ -59,4 +60,50 @@ pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
         props.insert("s3.disable-ec2-metadata".to_string(), "true".to_string());
     }
     props
+}
+
+/// Takes static S3 keys out of FileIO properties and returns them as a credential loader for
+/// opendal instead. opendal's own static provider would print the secret key: reqsign logs every
+/// credential provider's `Debug` at debug level, and that one shows its fields.
+pub fn take_static_keys(props: &mut HashMap<String, String>) -> Option<CustomAwsCredentialLoader> {
+    let access_key_id = props.remove("s3.access-key-id");
+    let secret_access_key = props.remove("s3.secret-access-key");
+    let session_token = props.remove("s3.session-token");
+    match (access_key_id, secret_access_key) {
+        (Some(id), Some(secret)) => Some(CustomAwsCredentialLoader::new(StaticKeys {
+            access_key_id: Secret::new(id),
+            secret_access_key: Secret::new(secret),
+            session_token: session_token.map(Secret::new),
+        })),
+        _ => None,
+    }
+}
+
+/// Static S3 keys with a `Debug` that shows none of them.
+struct StaticKeys {
+    access_key_id: Secret,
+    secret_access_key: Secret,
+    session_token: Option<Secret>,
+}
+
+impl std::fmt::Debug for StaticKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StaticKeys(***)")
+    }
+}
+
+impl ProvideCredential for StaticKeys {
+    type Credential = AwsCredential;
+
+    async fn provide_credential(
+        &self,
+        _: &reqsign_core::Context,
+    ) -> reqsign_core::Result<Option<AwsCredential>> {
+        Ok(Some(AwsCredential {
+            access_key_id: self.access_key_id.expose().to_string(),
+            secret_access_key: self.secret_access_key.expose().to_string(),
+            session_token: self.session_token.as_ref().map(|t| t.expose().to_string()),
+            expires_in: None,
+        }))
+    }
 }

@@ -136,17 +136,35 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
 /// ("invalid peer certificate: UnknownIssuer"). Used to turn handshake failures into fatal,
 /// explained errors instead of endless retries.
 pub fn tls_cause(err: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+    if let Some(tls) = find_rustls_error(err) {
+        return Some(TlsFailure::from_rustls(tls));
+    }
+    // Some arrive only as text (wrapped by a layer that keeps no source). Not "handshake": a
+    // connection dropped mid-handshake (a restarting server) must stay transient.
+    let text = error_chain_text(err);
+    if text.contains("certificate") || text.contains("alert") {
+        return Some(TlsFailure::Other(text));
+    }
+    None
+}
+
+/// The rustls error somewhere in `err`'s chain. tokio-rustls and hyper hand rustls errors on
+/// inside (nested) `io::Error`s, whose `source()` skips the wrapped error itself, so those are
+/// opened explicitly.
+fn find_rustls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return Some(TlsFailure::from_rustls(tls));
+            return Some(tls);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            && let Some(tls) = find_rustls_error(inner)
+        {
+            return Some(tls);
         }
         cur = e.source();
-    }
-    // rustls errors reach reqwest wrapped in io::Error; some arrive only as text.
-    let text = error_chain_text(err);
-    if text.contains("certificate") || text.contains("handshake") || text.contains("alert") {
-        return Some(TlsFailure::Other(text));
     }
     None
 }
@@ -165,9 +183,9 @@ impl TlsFailure {
     fn from_rustls(err: &rustls::Error) -> TlsFailure {
         use rustls::AlertDescription as A;
         match err {
-            rustls::Error::InvalidCertificate(cause) => {
-                TlsFailure::ServerNotTrusted(format!("invalid peer certificate: {cause:?}"))
-            }
+            // rustls's own wording names the cause: "invalid peer certificate: UnknownIssuer",
+            // "...: certificate expired: ...", "...: certificate not valid for name ...".
+            rustls::Error::InvalidCertificate(_) => TlsFailure::ServerNotTrusted(err.to_string()),
             rustls::Error::AlertReceived(
                 alert @ (A::BadCertificate
                 | A::CertificateRequired
@@ -196,4 +214,40 @@ pub fn error_chain_text(err: &(dyn std::error::Error + 'static)) -> String {
         cur = e.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    #[test]
+    fn finds_rustls_errors_inside_nested_io_errors() {
+        // What reqwest's connector hands over: io::Error(Other, io::Error(InvalidData, rustls)).
+        let untrusted = io::Error::other(io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ));
+        assert!(
+            matches!(tls_cause(&untrusted), Some(TlsFailure::ServerNotTrusted(c)) if c.contains("UnknownIssuer"))
+        );
+        let refused = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired),
+        );
+        assert!(matches!(
+            tls_cause(&refused),
+            Some(TlsFailure::ClientRejected(_))
+        ));
+        let dropped = io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "connection reset during handshake",
+        );
+        assert_eq!(
+            tls_cause(&dropped),
+            None,
+            "a dropped connection stays transient"
+        );
+    }
 }

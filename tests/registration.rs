@@ -304,6 +304,7 @@ async fn an_embedding_runtime_feeds_its_own_catalog() {
             file_size: size,
             row_count: 20,
             uploaded_at_ms: 0,
+            catalog_id: None,
         });
     }
     for round in 0..2 {

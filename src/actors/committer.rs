@@ -150,11 +150,15 @@ impl CommitterState {
             }
         }
         self.initialised = true;
+        // Ready as far as this table goes: it exists, or it will be created (/readyz).
+        self.ctx()
+            .status
+            .update(&self.name.to_string(), |s| s.resolved = true);
         // Segments that arrived before Init were accepted before the committed set was known.
         let already: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, p)| self.committed.contains(&p.segment.object_key))
+            .filter(|(_, p)| self.committed.contains(&p.segment))
             .map(|(seq, _)| *seq)
             .collect();
         for seq in already {
@@ -162,6 +166,7 @@ impl CommitterState {
                 self.skipped(&p.segment);
             }
         }
+        self.publish_backlog();
         Ok(())
     }
 
@@ -172,7 +177,7 @@ impl CommitterState {
     }
 
     fn accept(&mut self, segment: UploadedSegment) {
-        if self.committed.contains(&segment.object_key) {
+        if self.committed.contains(&segment) {
             self.skipped(&segment);
             return;
         }
@@ -288,13 +293,10 @@ impl CommitterState {
             // Whatever the table already has is done: another writer, or our own lost answer.
             let todo: Vec<ReadySegment> = batch
                 .iter()
-                .filter(|r| !self.committed.contains(&r.segment.object_key))
+                .filter(|r| !self.committed.contains(&r.segment))
                 .cloned()
                 .collect();
-            for r in batch
-                .iter()
-                .filter(|r| self.committed.contains(&r.segment.object_key))
-            {
+            for r in batch.iter().filter(|r| self.committed.contains(&r.segment)) {
                 if self.pending.remove(&r.segment.seq).is_some() {
                     self.skipped(&r.segment);
                 }
@@ -308,11 +310,25 @@ impl CommitterState {
                 .table
                 .clone()
                 .ok_or_else(|| Error::internal("no table after schema reconciliation"))?;
-            let tx = append_transaction(&table, &ctx.config.url.bucket, &ctx.writer_id(), &todo)?;
+            if let Some(hook) = &ctx.tuning.hooks.before_append {
+                hook.before_append(&self.name, &table, &todo).await;
+            }
+            let tx = append_transaction(
+                &table,
+                &ctx.config.url.bucket,
+                &ctx.writer_id(),
+                &todo,
+                &self.committed,
+            )?;
             let key = uuid::Uuid::new_v4().to_string();
             let adapter =
                 CommitAdapter::new(ctx.client.clone(), self.name.clone(), table, Some(key));
-            let outcome = tx.commit(&adapter).await;
+            // A stop abandons a commit in flight: safe, because whether it landed or not, the
+            // next start finds its keys (or not) in the table and does only what is missing.
+            let outcome = tokio::select! {
+                outcome = tx.commit(&adapter) => outcome,
+                _ = shutdown.requested() => return Err(Error::cancelled()),
+            };
             let failure = match outcome {
                 Ok(new_table) => {
                     self.committed_ok(new_table, &todo, started);
@@ -328,7 +344,7 @@ impl CommitterState {
             };
             let outcome_label = match &failure {
                 CommitError::Conflict(_) => "conflict",
-                CommitError::Unknown(_) => "unknown",
+                CommitError::Unknown(_) => "unknown_state",
                 CommitError::NotApplied(_) => "failed",
                 CommitError::Fatal(_) => "fatal",
             };
@@ -383,7 +399,13 @@ impl CommitterState {
                 ractor::rpc::CallResult::Success(result) => result?,
                 _ => return Err(Error::internal("the schema merger did not answer")),
             };
-            self.adopt(table);
+            // Schema commits add no snapshot: the committed set stays valid. Only a table we just
+            // created (or that someone else created meanwhile) needs its set built.
+            if self.table.is_none() {
+                self.adopt(table);
+            } else {
+                self.table = Some(table);
+            }
         }
         Ok(())
     }
@@ -408,8 +430,7 @@ impl CommitterState {
 
     fn committed_ok(&mut self, table: Table, batch: &[ReadySegment], started: std::time::Instant) {
         let name = self.name.to_string();
-        self.committed
-            .insert_all(batch.iter().map(|r| r.segment.object_key.as_str()));
+        self.committed.record(batch.iter().map(|r| &r.segment));
         // The commit response is the table as it is now; keep it (and our set, which the
         // response's snapshots would rebuild to the same keys).
         self.table = Some(table);
@@ -426,17 +447,21 @@ impl CommitterState {
             .increment(1);
         metrics::counter!("thadam_iceberg_segments_registered_total", "table" => name.clone())
             .increment(batch.len() as u64);
+        metrics::counter!("thadam_iceberg_data_files_registered_total", "table" => name.clone())
+            .increment(batch.len() as u64);
         metrics::counter!("thadam_iceberg_rows_registered_total", "table" => name.clone())
             .increment(rows);
-        metrics::counter!("thadam_iceberg_bytes_registered_total", "table" => name.clone())
+        metrics::counter!("thadam_iceberg_registered_bytes_total", "table" => name.clone())
             .increment(bytes);
         metrics::histogram!("thadam_iceberg_commit_duration_seconds", "table" => name.clone())
             .record(started.elapsed().as_secs_f64());
         metrics::gauge!("thadam_iceberg_last_commit_timestamp_seconds", "table" => name.clone())
             .set(now_ms as f64 / 1000.0);
         let max_seq = batch.iter().map(|r| r.segment.seq).max();
+        let oldest_upload = batch.iter().map(|r| r.segment.uploaded_at_ms).min();
         let backlog = self.pending.len() as u64;
         self.ctx().status.update(&name, |s| {
+            s.lag_ms = oldest_upload.map(|u| now_ms.saturating_sub(u));
             s.registered += batch.len() as u64;
             s.commits += 1;
             s.backlog = backlog;

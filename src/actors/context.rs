@@ -1,14 +1,18 @@
 //! What every actor of one registrar shares: settings, the catalog connection, the bucket, the
 //! status board and the shutdown signal. Read-only after start.
 
+use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use iceberg::table::Table;
 use object_store::ObjectStore;
 
 use crate::catalog::{RestClient, TableName};
 use crate::config::{RegistrarConfig, RetryPolicy};
 use crate::shutdown::Shutdown;
 use crate::status::StatusBoard;
+use crate::table::append::ReadySegment;
 
 /// Tuning knobs with defaults; not (yet) part of the config file.
 #[derive(Debug, Clone)]
@@ -19,6 +23,29 @@ pub struct Tuning {
     pub reads_per_table: usize,
     /// The most segments one snapshot carries.
     pub max_batch: usize,
+    /// Test seams; none in production.
+    pub hooks: Hooks,
+}
+
+/// Called by a committer right before it sends an append commit, with the table it is about to
+/// commit on and the segments it is about to append. Lets tests make another writer win the race
+/// deterministically (the spec's in-process conflict test).
+#[async_trait]
+pub trait BeforeAppend: Send + Sync {
+    async fn before_append(&self, table: &TableName, base: &Table, batch: &[ReadySegment]);
+}
+
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub before_append: Option<Arc<dyn BeforeAppend>>,
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("before_append", &self.before_append.is_some())
+            .finish()
+    }
 }
 
 impl Default for Tuning {
@@ -27,6 +54,7 @@ impl Default for Tuning {
             footer_readers: 8,
             reads_per_table: 32,
             max_batch: 100,
+            hooks: Hooks::default(),
         }
     }
 }

@@ -6,12 +6,14 @@
 //! - [`footer_pool`]: a pool of footer readers, so footer I/O runs in parallel.
 //! - [`schema_merger`]: creates tables and keeps their schema in step with the files.
 //! - [`committer`]: one per table; serialises that table's appends.
+//! - [`token_refresher`]: owns the OAuth2 access token of a `catalog_credential` and renews it.
 
 pub mod committer;
 pub mod context;
 pub mod footer_pool;
 pub mod schema_merger;
 pub mod supervisor;
+pub mod token_refresher;
 pub mod watcher;
 
 /// ractor's error type for handlers; our `Error` travels inside it and is recovered by the

@@ -121,7 +121,11 @@ async fn reconcile(
             TableUpdate::AddSchema { schema: evolved },
             TableUpdate::SetCurrentSchema { schema_id: -1 },
         ];
-        match ctx.client.commit(name, requirements, updates, None).await {
+        let committed = tokio::select! {
+            c = ctx.client.commit(name, requirements, updates, None) => c,
+            _ = shutdown.requested() => return Err(shutting_down()),
+        };
+        match committed {
             Ok(t) => {
                 metrics::counter!("thadam_iceberg_schema_changes_total", "table" => name.to_string())
                     .increment(1);

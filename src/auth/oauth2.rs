@@ -1,61 +1,60 @@
-//! OAuth2 client credentials (`catalog_credential`): exchanged at the token endpoint with
-//! `grant_type=client_credentials`, client id and secret in the form body, through the same HTTP
-//! client (TLS roots, client certificate) as every catalog request.
+//! One OAuth2 client-credentials exchange (`catalog_credential`): `grant_type=client_credentials`,
+//! client id and secret in the form body, sent through the same HTTP client (TLS roots, client
+//! certificate) as every catalog request.
 //!
-//! The token is exchanged on first use and again when the catalog rejects it with 401
-//! ([`TokenSource::renew_after_rejection`]); a token past its `expires_in` (less a margin) is
-//! renewed before it is sent. A 401/403 from the token endpoint is fatal `auth.failed`; an
-//! unreachable endpoint or a 5xx is transient.
+//! This module only talks to the token endpoint and sorts its answers; when to exchange (first
+//! use, before expiry, after a 401) is the token refresher actor's business
+//! (`crate::actors::token_refresher`). A 401/403 (or an OAuth2 error answer) is fatal
+//! `auth.failed`; an unreachable endpoint, a 5xx or a 429 is transient; a TLS failure is fatal the
+//! same way as on the catalog itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_trait::async_trait;
 use oauth2::basic::BasicClient;
 use oauth2::{AuthType, ClientId, ClientSecret, RequestTokenError, Scope, TokenResponse, TokenUrl};
-use tokio::sync::Mutex;
 
-use crate::auth::{BearerToken, TokenSource};
 use crate::config::{OAuth2Credential, Secret};
 use crate::error::{Error, Result};
+use crate::tls::{TlsFailure, error_chain_text, tls_cause};
 
-/// Renew this long before the server-announced expiry, so a token never expires in flight.
-const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
+/// An access token as the token endpoint issued it.
+pub struct IssuedToken {
+    pub value: Secret,
+    /// The server's `expires_in`, when it sent one (the fixture does not).
+    pub expires_in: Option<Duration>,
+}
 
-pub struct ClientCredentials {
+impl std::fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IssuedToken(***, expires_in {:?})", self.expires_in)
+    }
+}
+
+/// The token endpoint of a `catalog_credential`.
+pub struct TokenEndpoint {
     credential: OAuth2Credential,
     http: reqwest::Client,
-    current: Mutex<Option<Held>>,
 }
 
-struct Held {
-    token: BearerToken,
-    renew_at: Option<Instant>,
-}
-
-impl std::fmt::Debug for ClientCredentials {
+impl std::fmt::Debug for TokenEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientCredentials")
+        f.debug_struct("TokenEndpoint")
             .field("client_id", &self.credential.client_id)
-            .field(
-                "token_endpoint",
-                &self.credential.oauth2_server_uri.as_str(),
-            )
+            .field("uri", &self.credential.oauth2_server_uri.as_str())
+            .field("scope", &self.credential.scope)
             .finish_non_exhaustive()
     }
 }
 
-impl ClientCredentials {
+impl TokenEndpoint {
     pub fn new(credential: OAuth2Credential, http: reqwest::Client) -> Self {
-        ClientCredentials {
-            credential,
-            http,
-            current: Mutex::new(None),
-        }
+        TokenEndpoint { credential, http }
     }
 
-    async fn exchange(&self, generation: u64) -> Result<Held> {
+    /// Exchanges the client credentials for an access token, once (no retry here).
+    pub async fn exchange(&self) -> Result<IssuedToken> {
         let endpoint = self.credential.oauth2_server_uri.as_str().to_string();
         let token_url = TokenUrl::new(endpoint.clone())
             .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {endpoint}: {e}")))?;
@@ -95,79 +94,63 @@ impl ClientCredentials {
             .await
             .map_err(|e| classify(e, status.load(Ordering::Relaxed), &endpoint))?;
         metrics::counter!("thadam_iceberg_token_exchanges_total").increment(1);
-        let renew_at = response
-            .expires_in()
-            .map(|ttl| Instant::now() + ttl.saturating_sub(EXPIRY_MARGIN.min(ttl / 2)));
         tracing::info!(
             expires_in = ?response.expires_in(),
             "exchanged catalog_credential for an access token"
         );
-        Ok(Held {
-            token: BearerToken {
-                value: Secret::new(response.access_token().secret().to_string()),
-                generation,
-            },
-            renew_at,
+        Ok(IssuedToken {
+            value: Secret::new(response.access_token().secret().to_string()),
+            expires_in: response.expires_in(),
         })
     }
 }
 
+/// Sorts a failed exchange by what the refresher must do: retry (transient) or stop (fatal).
+/// Messages carry the endpoint and the server's OAuth2 error code, never the secret (it travels
+/// only in the request body, which no error quotes).
 fn classify<RE: std::error::Error + 'static, T: oauth2::ErrorResponse + 'static>(
     err: RequestTokenError<RE, T>,
     status: u16,
     endpoint: &str,
 ) -> Error {
     let fix = "check catalog_credential (client_id, client_secret, scope) and oauth2_server_uri";
-    match (status, &err) {
-        (401 | 403, _) | (_, RequestTokenError::ServerResponse(_))
-            if !(500..600).contains(&status) =>
-        {
+    if let RequestTokenError::Request(e) = &err {
+        return match tls_cause(e) {
+            Some(TlsFailure::ServerNotTrusted(cause)) => Error::config_invalid(format!(
+                "TLS: the token endpoint's certificate is not trusted ({cause}) on {endpoint}; set \
+                 catalog_ca_file to the CA that signed it, or fix its certificate (expiry, host name)"
+            )),
+            Some(TlsFailure::ClientRejected(cause)) => Error::auth_failed(format!(
+                "TLS: the token endpoint refused our client certificate ({cause}) on {endpoint}; \
+                 set catalog_client_cert/catalog_client_key to a certificate its CA trusts"
+            )),
+            Some(TlsFailure::Other(cause)) => Error::config_invalid(format!(
+                "TLS handshake with the token endpoint {endpoint} failed: {cause}"
+            )),
+            None => Error::unavailable(format!(
+                "cannot reach the token endpoint {endpoint}: {}",
+                error_chain_text(e)
+            )),
+        };
+    }
+    match status {
+        408 | 429 | 500..=599 => Error::unavailable(format!(
+            "the token endpoint {endpoint} answered HTTP {status}; retrying"
+        )),
+        _ => {
             // The server's error code (invalid_client, ...) is safe to show; our secret is not in it.
             let detail = match &err {
-                RequestTokenError::ServerResponse(r) => format!("{r}"),
+                RequestTokenError::ServerResponse(r) => format!("HTTP {status}: {r}"),
                 _ => format!("HTTP {status}"),
             };
+            let what = if matches!(status, 200..=299) {
+                "gave no usable token"
+            } else {
+                "rejected the client credentials"
+            };
             Error::auth_failed(format!(
-                "the token endpoint {endpoint} rejected the client credentials ({detail}); {fix}"
+                "the token endpoint {endpoint} {what} ({detail}); {fix}"
             ))
         }
-        (_, RequestTokenError::Request(e)) => Error::unavailable(format!(
-            "cannot reach the token endpoint {endpoint}: {}",
-            crate::tls::error_chain_text(e)
-        )),
-        _ if (500..600).contains(&status) => Error::unavailable(format!(
-            "the token endpoint {endpoint} answered HTTP {status}"
-        )),
-        _ => Error::auth_failed(format!(
-            "the token endpoint {endpoint} gave no usable token (HTTP {status}); {fix}"
-        )),
-    }
-}
-
-#[async_trait]
-impl TokenSource for ClientCredentials {
-    async fn current(&self) -> Result<Option<BearerToken>> {
-        let mut held = self.current.lock().await;
-        let fresh = held
-            .as_ref()
-            .is_some_and(|h| h.renew_at.is_none_or(|at| Instant::now() < at));
-        if !fresh {
-            let generation = held.as_ref().map_or(1, |h| h.token.generation + 1);
-            *held = Some(self.exchange(generation).await?);
-        }
-        Ok(held.as_ref().map(|h| h.token.clone()))
-    }
-
-    async fn renew_after_rejection(&self, rejected: &BearerToken) -> Result<Option<BearerToken>> {
-        let mut held = self.current.lock().await;
-        // Another request already renewed past the rejected token: use that one.
-        if let Some(h) = held.as_ref()
-            && h.token.generation > rejected.generation
-        {
-            return Ok(Some(h.token.clone()));
-        }
-        metrics::counter!("thadam_iceberg_token_refreshes_total").increment(1);
-        *held = Some(self.exchange(rejected.generation + 1).await?);
-        Ok(held.as_ref().map(|h| h.token.clone()))
     }
 }

@@ -212,8 +212,10 @@ impl RestClient {
     pub fn file_io(&self, server_config: HashMap<String, String>) -> FileIO {
         let mut props = server_config;
         props.extend(self.inner.storage_props.clone());
+        // Keys travel as a loader that never prints them, not as properties (see take_static_keys).
+        let keys = crate::store::take_static_keys(&mut props);
         FileIOBuilder::new(Arc::new(OpenDalStorageFactory::S3 {
-            customized_credential_load: None,
+            customized_credential_load: keys,
         }))
         .with_props(props)
         .build()
@@ -251,7 +253,8 @@ impl RestClient {
         Ok(())
     }
 
-    async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
+    /// Whether the namespace (all of its levels) exists.
+    pub async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
         let url = self
             .inner
             .url(&["namespaces", &levels.join("\u{1f}")], true)?;

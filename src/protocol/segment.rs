@@ -17,4 +17,13 @@ pub struct UploadedSegment {
     pub row_count: u64,
     /// When the upload was recorded, in milliseconds since the Unix epoch (for lag metrics).
     pub uploaded_at_ms: u64,
+    /// The identity of the catalog `seq` belongs to (the segment log's id), when it has one.
+    ///
+    /// With it, the registrar keeps a per-catalog watermark in the table's properties: every
+    /// segment of this catalog with `seq` at or below it is registered. That marker survives
+    /// snapshot expiry, which erases the snapshot summaries the per-key check reads. A feed that
+    /// sets it must deliver each dataset's segments in increasing `seq` order and must never reuse
+    /// a `seq` under the same id.
+    #[serde(default)]
+    pub catalog_id: Option<String>,
 }

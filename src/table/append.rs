@@ -10,7 +10,10 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use crate::error::{Error, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{CATALOG_SEQ, SEGMENT_KEYS, WRITER, encode_keys};
+use crate::table::committed::{
+    CATALOG_SEQ, CommittedSet, SEGMENT_KEYS, WATERMARK_PREFIX, WRITER, encode_keys,
+};
+use crate::table::metrics::{MetricsConfig, file_metrics};
 
 /// A segment ready to append: its catalog entry and its footer.
 #[derive(Debug, Clone)]
@@ -19,8 +22,9 @@ pub struct ReadySegment {
     pub footer: std::sync::Arc<SegmentFooter>,
 }
 
-/// The data file of one segment. Only row count and size are filled (column metrics are a later
-/// capability; see the README's limits).
+/// The data file of one segment: row count, size, and the column metrics its footer holds (keyed
+/// by field ID, under the table's metrics mode; see `table::metrics`). No I/O: the footer was
+/// already read for the schema.
 pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<DataFile> {
     let spec_id = table.metadata().default_partition_spec_id();
     if !table.metadata().default_partition_spec().is_unpartitioned() {
@@ -29,6 +33,14 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
             table.identifier()
         )));
     }
+    let schema = table.metadata().current_schema();
+    let config = MetricsConfig::from_properties(table.metadata().properties(), schema);
+    let metrics = file_metrics(
+        &ready.footer.metadata,
+        schema,
+        &config,
+        ready.footer.object_size,
+    );
     DataFileBuilder::default()
         .content(DataContentType::Data)
         .file_path(format!("s3://{bucket}/{}", ready.segment.object_key))
@@ -36,11 +48,19 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
         .partition_spec_id(spec_id)
         .record_count(ready.footer.row_count())
         .file_size_in_bytes(ready.footer.object_size)
+        .column_sizes(metrics.column_sizes)
+        .value_counts(metrics.value_counts)
+        .null_value_counts(metrics.null_value_counts)
+        .nan_value_counts(metrics.nan_value_counts)
+        .lower_bounds(metrics.lower_bounds)
+        .upper_bounds(metrics.upper_bounds)
+        .split_offsets(metrics.split_offsets)
         .build()
         .map_err(|e| Error::internal(format!("cannot describe data file: {e}")))
 }
 
-/// A transaction appending `batch` (already filtered against the committed set) in one snapshot.
+/// A transaction appending `batch` (already filtered against the committed set) in one snapshot,
+/// and raising the batch's catalog watermark in the same commit (see `table::committed`).
 /// The duplicate check of the library is off: it reads every manifest on every attempt, and the
 /// committed set answers the same question from metadata alone.
 pub fn append_transaction(
@@ -48,6 +68,7 @@ pub fn append_transaction(
     bucket: &str,
     writer: &str,
     batch: &[ReadySegment],
+    committed: &CommittedSet,
 ) -> Result<Transaction> {
     let files = batch
         .iter()
@@ -62,7 +83,14 @@ pub fn append_transaction(
         summary.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
     }
     summary.insert(WRITER.to_string(), writer.to_string());
-    let tx = Transaction::new(table);
+    let mut tx = Transaction::new(table);
+    if let Some(property) = watermark_update(batch, committed) {
+        tx = tx
+            .update_table_properties()
+            .set(property.0, property.1)
+            .apply(tx)
+            .map_err(|e| Error::internal(format!("cannot build the watermark update: {e}")))?;
+    }
     let action = tx
         .fast_append()
         .with_check_duplicate(false)
@@ -71,4 +99,21 @@ pub fn append_transaction(
     action
         .apply(tx)
         .map_err(|e| Error::internal(format!("cannot build the append: {e}")))
+}
+
+/// The watermark property to set for `batch`, when its segments carry a catalog id. Batches are
+/// prefixes of one table's pending segments in catalog order, so the batch's highest seq is
+/// covered below; the mark never moves down.
+fn watermark_update(batch: &[ReadySegment], committed: &CommittedSet) -> Option<(String, String)> {
+    let first = batch.first()?;
+    let id = first.segment.catalog_id.as_ref()?;
+    let same_catalog = batch
+        .iter()
+        .all(|r| r.segment.catalog_id.as_ref() == Some(id));
+    if !same_catalog {
+        return None;
+    }
+    let max = batch.iter().map(|r| r.segment.seq).max()?;
+    let mark = committed.watermark(id).map_or(max, |m| m.max(max));
+    Some((format!("{WATERMARK_PREFIX}{id}"), mark.to_string()))
 }

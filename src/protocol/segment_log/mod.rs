@@ -107,6 +107,7 @@ impl LogRecord {
                 file_size,
                 row_count,
                 uploaded_at_ms,
+                catalog_id: None,
             }),
             LogEntry::Finalized { .. } | LogEntry::Unknown => None,
         }

@@ -148,7 +148,9 @@ impl fmt::Debug for SegmentLogTail {
 impl SegmentFeed for SegmentLogTail {
     async fn next(&mut self) -> Result<Option<UploadedSegment>> {
         loop {
-            if let Some(segment) = self.next_record().await?.into_uploaded() {
+            if let Some(mut segment) = self.next_record().await?.into_uploaded() {
+                // Seqs are unique and increasing within one log instance: its id scopes them.
+                segment.catalog_id = self.log_id().map(|id| id.to_string());
                 return Ok(Some(segment));
             }
         }

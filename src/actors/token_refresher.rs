@@ -1,0 +1,317 @@
+//! The token refresher: the one owner of a `catalog_credential`'s access token.
+//!
+//! It exchanges the client credentials at the token endpoint as soon as it starts, publishes the
+//! token on a `watch` channel (every catalog request reads it from there, through
+//! [`crate::auth::refreshed::RefreshedToken`]), and exchanges again at 80% of the token's
+//! `expires_in`, so a healthy service never sends an expired token. When the catalog still answers
+//! 401, the request asks for a renewal ([`TokenRefresherMsg::Renew`]); renewals carry the
+//! rejected token's generation, so a burst of 401s on one token causes one exchange and the rest
+//! get the token it produced.
+//!
+//! Failures: a transient one (endpoint unreachable, 5xx) is retried with the configured backoff
+//! while the current token, if any, stays published; a fatal one (401/403 from the token
+//! endpoint, an untrusted certificate) is published as [`TokenState::Failed`], which every later
+//! request returns and [`follow_registrar`] reports to the supervisor.
+
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::actors::HandlerResult;
+use crate::auth::BearerToken;
+use crate::auth::oauth2::TokenEndpoint;
+use crate::config::RetryPolicy;
+use crate::error::{Error, Result};
+use crate::protocol::messages::SupervisorMsg;
+use crate::shutdown::Shutdown;
+
+/// Renew at this share of the token's lifetime: late enough to use most of it, early enough that
+/// a request holding the old token finishes before it expires.
+const REFRESH_AT_PERCENT: u32 = 80;
+/// Never renew more often than this, whatever `expires_in` says (0 or 1 s would spin).
+const MIN_REFRESH_DELAY: Duration = Duration::from_secs(1);
+
+/// What the refresher has to offer right now.
+#[derive(Debug, Clone)]
+pub enum TokenState {
+    /// The first exchange has not finished yet.
+    Pending,
+    Ready(BearerToken),
+    /// No token yet: the last exchange failed transiently and is retried with backoff.
+    Unavailable(Error),
+    /// The token endpoint refused the credential (or its certificate is not trusted): fatal.
+    Failed(Error),
+}
+
+pub enum TokenRefresherMsg {
+    /// Exchange now, unless `schedule` is stale (a newer timer replaced the one that sent it).
+    Refresh { schedule: u64 },
+    /// The catalog answered 401 to the token of generation `rejected`: reply with a newer token,
+    /// exchanging once if there is none yet.
+    Renew {
+        rejected: u64,
+        reply: RpcReplyPort<Result<BearerToken>>,
+    },
+}
+
+pub struct TokenRefresher;
+
+pub struct TokenRefresherArgs {
+    pub endpoint: TokenEndpoint,
+    pub retry: RetryPolicy,
+    pub publish: watch::Sender<TokenState>,
+}
+
+pub struct TokenRefresherState {
+    endpoint: TokenEndpoint,
+    retry: RetryPolicy,
+    publish: watch::Sender<TokenState>,
+    /// The generation of the last token issued (0: none yet).
+    generation: u64,
+    /// Identifies the live timer; a `Refresh` with another value is stale.
+    schedule: u64,
+    timer: Option<JoinHandle<()>>,
+    /// Consecutive transient failures, for the backoff.
+    failures: u32,
+}
+
+/// Why an exchange happens, for logs and `thadam_iceberg_token_refreshes_total`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    Initial,
+    Proactive,
+    Rejected,
+}
+
+/// Spawns a refresher for `endpoint`; it starts exchanging at once. Returns the actor and the
+/// channel the token is published on.
+pub async fn spawn(
+    endpoint: TokenEndpoint,
+    retry: RetryPolicy,
+) -> Result<(ActorRef<TokenRefresherMsg>, watch::Receiver<TokenState>)> {
+    let (publish, state) = watch::channel(TokenState::Pending);
+    let (actor, _) = Actor::spawn(
+        None,
+        TokenRefresher,
+        TokenRefresherArgs {
+            endpoint,
+            retry,
+            publish,
+        },
+    )
+    .await
+    .map_err(|e| Error::internal(format!("the token refresher could not start: {e}")))?;
+    Ok((actor, state))
+}
+
+/// When to renew a token that lives `ttl`.
+pub fn refresh_delay(ttl: Duration) -> Duration {
+    (ttl * REFRESH_AT_PERCENT / 100).max(MIN_REFRESH_DELAY)
+}
+
+impl Actor for TokenRefresher {
+    type Msg = TokenRefresherMsg;
+    type State = TokenRefresherState;
+    type Arguments = TokenRefresherArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<TokenRefresherMsg>,
+        args: TokenRefresherArgs,
+    ) -> Result<TokenRefresherState, ActorProcessingErr> {
+        // The first exchange runs as a message, so spawning never waits on the token endpoint.
+        myself.cast(TokenRefresherMsg::Refresh { schedule: 0 })?;
+        Ok(TokenRefresherState {
+            endpoint: args.endpoint,
+            retry: args.retry,
+            publish: args.publish,
+            generation: 0,
+            schedule: 0,
+            timer: None,
+            failures: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<TokenRefresherMsg>,
+        msg: TokenRefresherMsg,
+        state: &mut TokenRefresherState,
+    ) -> HandlerResult {
+        match msg {
+            TokenRefresherMsg::Refresh { schedule } => {
+                if schedule != state.schedule || state.failed().is_some() {
+                    return Ok(());
+                }
+                let reason = if state.generation == 0 {
+                    Reason::Initial
+                } else {
+                    Reason::Proactive
+                };
+                // The outcome is published; nobody waits for this reply.
+                let _ = state.exchange(&myself, reason).await;
+            }
+            TokenRefresherMsg::Renew { rejected, reply } => {
+                let answer = match (state.failed(), state.current()) {
+                    (Some(e), _) => Err(e),
+                    // Another request already renewed past the rejected token: no new exchange.
+                    (None, Some(token)) if token.generation > rejected => Ok(token),
+                    _ => state.exchange(&myself, Reason::Rejected).await,
+                };
+                let _ = reply.send(answer);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<TokenRefresherMsg>,
+        state: &mut TokenRefresherState,
+    ) -> HandlerResult {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        Ok(())
+    }
+}
+
+impl TokenRefresherState {
+    fn current(&self) -> Option<BearerToken> {
+        match &*self.publish.borrow() {
+            TokenState::Ready(token) => Some(token.clone()),
+            _ => None,
+        }
+    }
+
+    fn failed(&self) -> Option<Error> {
+        match &*self.publish.borrow() {
+            TokenState::Failed(e) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// One exchange; publishes the outcome and arranges the next wake-up.
+    async fn exchange(
+        &mut self,
+        myself: &ActorRef<TokenRefresherMsg>,
+        reason: Reason,
+    ) -> Result<BearerToken> {
+        match self.endpoint.exchange().await {
+            Ok(issued) => {
+                self.generation += 1;
+                self.failures = 0;
+                let token = BearerToken {
+                    value: issued.value,
+                    generation: self.generation,
+                };
+                self.publish.send_replace(TokenState::Ready(token.clone()));
+                match reason {
+                    Reason::Initial => {}
+                    Reason::Proactive => {
+                        metrics::counter!("thadam_iceberg_token_refreshes_total", "reason" => "proactive")
+                            .increment(1);
+                    }
+                    Reason::Rejected => {
+                        metrics::counter!("thadam_iceberg_token_refreshes_total", "reason" => "rejected")
+                            .increment(1);
+                        tracing::info!(
+                            generation = self.generation,
+                            "re-exchanged catalog_credential after the catalog rejected the token"
+                        );
+                    }
+                }
+                match issued.expires_in {
+                    Some(ttl) => self.wake_after(myself, refresh_delay(ttl)),
+                    // No announced lifetime: keep it until the catalog rejects it.
+                    None => self.cancel_timer(),
+                }
+                Ok(token)
+            }
+            Err(e) if e.is_transient() => {
+                let delay = self.retry.delay(self.failures);
+                self.failures = self.failures.saturating_add(1);
+                tracing::warn!(
+                    attempt = self.failures,
+                    ?delay,
+                    "token exchange failed, retrying: {e}"
+                );
+                // A token we still hold stays in use (it may well be valid for a while yet).
+                if self.generation == 0 {
+                    self.publish
+                        .send_replace(TokenState::Unavailable(e.clone()));
+                }
+                self.wake_after(myself, delay);
+                Err(e)
+            }
+            Err(e) => {
+                tracing::error!(code = %e.code(), "token exchange failed: {}", e.message());
+                self.cancel_timer();
+                self.publish.send_replace(TokenState::Failed(e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn wake_after(&mut self, myself: &ActorRef<TokenRefresherMsg>, delay: Duration) {
+        self.cancel_timer();
+        let schedule = self.schedule;
+        let me = myself.clone();
+        self.timer = Some(tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = me.cast(TokenRefresherMsg::Refresh { schedule });
+        }));
+    }
+
+    fn cancel_timer(&mut self) {
+        self.schedule += 1;
+        if let Some(timer) = self.timer.take() {
+            timer.abort();
+        }
+    }
+}
+
+/// Ties a refresher to a running registrar: a fatal token failure stops the service (even when
+/// no catalog request is in flight to notice it), and the refresher stops with the registrar.
+pub async fn follow_registrar(
+    mut state: watch::Receiver<TokenState>,
+    refresher: ActorRef<TokenRefresherMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
+    mut shutdown: Shutdown,
+) {
+    let failed = tokio::select! {
+        failed = state.wait_for(|s| matches!(s, TokenState::Failed(_))) => match failed {
+            Ok(s) => match &*s {
+                TokenState::Failed(e) => Some(e.clone()),
+                _ => None,
+            },
+            Err(_) => None,
+        },
+        _ = shutdown.requested() => None,
+    };
+    if let Some(e) = failed {
+        let _ = supervisor.cast(SupervisorMsg::Fatal(e));
+    }
+    refresher.stop(Some("the registrar stopped".to_string()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renews_at_80_percent_with_a_floor() {
+        assert_eq!(
+            refresh_delay(Duration::from_secs(3600)),
+            Duration::from_secs(2880)
+        );
+        assert_eq!(
+            refresh_delay(Duration::from_secs(3)),
+            Duration::from_millis(2400)
+        );
+        assert_eq!(refresh_delay(Duration::ZERO), MIN_REFRESH_DELAY);
+        assert_eq!(refresh_delay(Duration::from_millis(500)), MIN_REFRESH_DELAY);
+    }
+}

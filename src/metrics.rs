@@ -1,0 +1,315 @@
+//! The registrar's metrics: names, kinds, labels and help texts, in one table.
+//!
+//! The actors emit through the `metrics` crate facade, so an embedding host chooses the recorder
+//! (the standalone runner installs a Prometheus one, see [`crate::ops::http`]). Call
+//! [`describe`] once after installing a recorder: it gives every metric its help text and unit.
+//! Names follow Prometheus conventions: a `thadam_iceberg_` prefix, `_total` on counters, the
+//! unit (`_seconds`, `_bytes`) last before it; per-table series carry a `table` label
+//! (`namespace.dataset`).
+
+use ::metrics::Unit;
+
+/// What kind of series a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric, as documented.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDoc {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Label names, in the order the README lists them.
+    pub labels: &'static [&'static str],
+    pub unit: Option<Unit>,
+    pub help: &'static str,
+}
+
+const fn doc(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    unit: Option<Unit>,
+    help: &'static str,
+) -> MetricDoc {
+    MetricDoc {
+        name,
+        kind,
+        labels,
+        unit,
+        help,
+    }
+}
+
+const TABLE: &[&str] = &["table"];
+const NONE: &[&str] = &[];
+
+/// Every metric the registrar emits. The tests below keep this list, the actors and the README
+/// in step.
+pub const METRICS: &[MetricDoc] = &[
+    doc(
+        "thadam_iceberg_segments_registered_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Segments this process appended to the table (skipped duplicates not included).",
+    ),
+    doc(
+        "thadam_iceberg_data_files_registered_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Data files added to the table by this process (one per segment).",
+    ),
+    doc(
+        "thadam_iceberg_rows_registered_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Rows in the data files this process registered (from the Parquet footers).",
+    ),
+    doc(
+        "thadam_iceberg_registered_bytes_total",
+        Kind::Counter,
+        TABLE,
+        Some(Unit::Bytes),
+        "Size of the data files this process registered.",
+    ),
+    doc(
+        "thadam_iceberg_commits_total",
+        Kind::Counter,
+        &["table", "outcome"],
+        None,
+        "Append commits by outcome: ok, conflict (409, rebuilt and retried), unknown_state \
+         (5xx or lost answer, reconciled), failed (not applied, retried), fatal.",
+    ),
+    doc(
+        "thadam_iceberg_commit_duration_seconds",
+        Kind::Histogram,
+        TABLE,
+        Some(Unit::Seconds),
+        "Time from preparing an append to its successful commit, retries included.",
+    ),
+    doc(
+        "thadam_iceberg_schema_changes_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Schema evolutions committed to the table (field additions, renames, promotions).",
+    ),
+    doc(
+        "thadam_iceberg_footer_reads_total",
+        Kind::Counter,
+        NONE,
+        None,
+        "Parquet footers read from the bucket.",
+    ),
+    doc(
+        "thadam_iceberg_footer_read_bytes_total",
+        Kind::Counter,
+        NONE,
+        Some(Unit::Bytes),
+        "Bytes fetched from the bucket to read Parquet footers.",
+    ),
+    doc(
+        "thadam_iceberg_footer_read_duration_seconds",
+        Kind::Histogram,
+        NONE,
+        Some(Unit::Seconds),
+        "Time to read one footer, retries included.",
+    ),
+    doc(
+        "thadam_iceberg_backlog_segments",
+        Kind::Gauge,
+        TABLE,
+        None,
+        "Segments uploaded and seen by the registrar but not yet registered; 0 when caught up.",
+    ),
+    doc(
+        "thadam_iceberg_registration_lag_seconds",
+        Kind::Histogram,
+        TABLE,
+        Some(Unit::Seconds),
+        "Per segment, time from its Uploaded record to the commit that registered it.",
+    ),
+    doc(
+        "thadam_iceberg_duplicates_skipped_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Segments skipped because the table already had them (restart, replay, another writer).",
+    ),
+    doc(
+        "thadam_iceberg_token_exchanges_total",
+        Kind::Counter,
+        NONE,
+        None,
+        "OAuth2 client-credentials exchanges at the token endpoint (catalog_credential).",
+    ),
+    doc(
+        "thadam_iceberg_token_refreshes_total",
+        Kind::Counter,
+        &["reason"],
+        None,
+        "OAuth2 access-token renewals (catalog_credential): reason proactive (before expiry) \
+         or rejected (after a 401).",
+    ),
+    doc(
+        "thadam_iceberg_fatal_errors_total",
+        Kind::Counter,
+        &["code"],
+        None,
+        "Fatal errors that stopped the service, by error code.",
+    ),
+    doc(
+        "thadam_iceberg_last_commit_timestamp_seconds",
+        Kind::Gauge,
+        TABLE,
+        Some(Unit::Seconds),
+        "Unix time of the last successful append commit to the table.",
+    ),
+];
+
+/// Registers the help text and unit of every metric with the installed recorder. Call once,
+/// after installing the recorder (descriptions go to the recorder installed at the time).
+pub fn describe() {
+    for m in METRICS {
+        match (m.kind, m.unit) {
+            (Kind::Counter, Some(unit)) => ::metrics::describe_counter!(m.name, unit, m.help),
+            (Kind::Counter, None) => ::metrics::describe_counter!(m.name, m.help),
+            (Kind::Gauge, Some(unit)) => ::metrics::describe_gauge!(m.name, unit, m.help),
+            (Kind::Gauge, None) => ::metrics::describe_gauge!(m.name, m.help),
+            (Kind::Histogram, Some(unit)) => ::metrics::describe_histogram!(m.name, unit, m.help),
+            (Kind::Histogram, None) => ::metrics::describe_histogram!(m.name, m.help),
+        }
+    }
+}
+
+/// Histogram bucket upper bounds, in seconds, by metric. Latencies of a metadata-only commit and
+/// of two ranged reads are sub-second when healthy; registration lag spans from a second (live)
+/// to hours (a backlog after an outage).
+pub fn histogram_buckets(name: &str) -> &'static [f64] {
+    match name {
+        "thadam_iceberg_registration_lag_seconds" => &[
+            0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0,
+            86400.0,
+        ],
+        "thadam_iceberg_footer_read_duration_seconds" => &[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ],
+        // Commit duration, and any histogram added later.
+        _ => &[
+            0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `thadam_iceberg_*` name the library's sources mention, found by reading them
+    /// (this file and the README excepted).
+    fn emitted() -> Vec<String> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
+            let entries = std::fs::read_dir(dir).expect("read src");
+            for entry in entries {
+                let path = entry.expect("dir entry").path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && !path.ends_with("src/metrics.rs")
+                {
+                    let source = std::fs::read_to_string(&path).expect("read source");
+                    for part in source.split("\"thadam_iceberg_").skip(1) {
+                        if let Some(end) = part.find('"') {
+                            out.push(format!("thadam_iceberg_{}", &part[..end]));
+                        }
+                    }
+                }
+            }
+        }
+        let mut names = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut names,
+        );
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    #[test]
+    fn every_emitted_metric_is_described_and_every_described_one_is_emitted() {
+        let described: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        for name in emitted() {
+            assert!(
+                described.contains(&name.as_str()),
+                "{name} has no MetricDoc"
+            );
+        }
+        let emitted = emitted();
+        for name in &described {
+            assert!(
+                emitted.iter().any(|e| e == name),
+                "{name} is described but nothing emits it"
+            );
+        }
+    }
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        for m in METRICS {
+            assert!(m.name.starts_with("thadam_iceberg_"), "{}", m.name);
+            assert_eq!(
+                m.kind == Kind::Counter,
+                m.name.ends_with("_total"),
+                "{}: counters and only counters end in _total",
+                m.name
+            );
+            let base = m.name.trim_end_matches("_total");
+            match m.unit {
+                Some(Unit::Seconds) => assert!(base.ends_with("_seconds"), "{}", m.name),
+                Some(Unit::Bytes) => assert!(base.ends_with("_bytes"), "{}", m.name),
+                _ => assert!(
+                    !base.ends_with("_seconds") && !base.ends_with("_bytes"),
+                    "{} has a unit suffix but no unit",
+                    m.name
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_every_metric() {
+        let readme = include_str!("../README.md");
+        for m in METRICS {
+            assert!(
+                readme.contains(&format!("`{}`", m.name)),
+                "README.md does not list {}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn buckets_ascend() {
+        for m in METRICS.iter().filter(|m| m.kind == Kind::Histogram) {
+            let b = histogram_buckets(m.name);
+            assert!(b.windows(2).all(|w| w[0] < w[1]), "{}", m.name);
+        }
+    }
+}

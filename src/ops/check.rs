@@ -1,0 +1,376 @@
+//! `--check`: validates a config and what it points at before the registrar runs, one line per
+//! check: config parsed; per iceberg sink, catalog reachable, auth accepted, bucket readable,
+//! segment catalog readable, each table present or creatable, each dataset's unsigned policy
+//! registrable. Every check that can run does (a failing one does not hide the others); a check
+//! that depends on a failed one is reported as skipped.
+//!
+//! Nothing is changed: no namespace or table is created, nothing is written to the bucket.
+
+use std::fmt;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+
+use crate::catalog::{RestClient, TableName};
+use crate::config::{CatalogAuth, Config, RegistrarConfig, UnsignedPolicy};
+use crate::error::{Error, ErrorCode};
+use crate::protocol::segment_log::{LogEntry, SegmentLogReader};
+
+/// How long one network check may take (an unreachable catalog is retried by the registrar;
+/// a check only reports it).
+const NETWORK_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    /// Failed, with the code the registrar would stop on.
+    Fail(ErrorCode),
+    /// Not run, because a check it depends on failed.
+    Skipped,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone)]
+pub struct CheckLine {
+    /// The iceberg sink's id, `None` for checks of the whole file.
+    pub sink: Option<String>,
+    pub check: String,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+/// Every check, in order.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    pub lines: Vec<CheckLine>,
+}
+
+impl CheckReport {
+    fn push(
+        &mut self,
+        sink: Option<&str>,
+        check: impl Into<String>,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.lines.push(CheckLine {
+            sink: sink.map(str::to_string),
+            check: check.into(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+
+    fn outcome(&mut self, sink: &str, check: impl Into<String>, result: Result<String, Error>) {
+        match result {
+            Ok(detail) => self.push(Some(sink), check, Verdict::Ok, detail),
+            Err(e) => self.push(Some(sink), check, Verdict::Fail(e.code()), e.to_string()),
+        }
+    }
+
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.lines.iter().all(|l| l.verdict == Verdict::Ok)
+    }
+
+    /// The code of the first failed check, if any (the runner's exit code follows it).
+    pub fn first_failure(&self) -> Option<ErrorCode> {
+        self.lines.iter().find_map(|l| match l.verdict {
+            Verdict::Fail(code) => Some(code),
+            _ => None,
+        })
+    }
+
+    /// The lines that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &CheckLine> {
+        self.lines
+            .iter()
+            .filter(|l| matches!(l.verdict, Verdict::Fail(_)))
+    }
+}
+
+impl fmt::Display for CheckLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = match self.verdict {
+            Verdict::Ok => "ok  ",
+            Verdict::Fail(_) => "FAIL",
+            Verdict::Skipped => "skip",
+        };
+        match &self.sink {
+            Some(sink) => write!(f, "{verdict} [{sink}] {}: {}", self.check, self.detail),
+            None => write!(f, "{verdict} {}: {}", self.check, self.detail),
+        }
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in &self.lines {
+            writeln!(f, "{line}")?;
+        }
+        let failed = self.failures().count();
+        if failed == 0 {
+            writeln!(f, "all {} checks passed", self.lines.len())
+        } else {
+            writeln!(f, "{failed} of {} checks failed", self.lines.len())
+        }
+    }
+}
+
+/// Checks the config file at `path` (only the iceberg sink `sink` when given).
+pub async fn check_file(path: &Path, sink: Option<&str>) -> CheckReport {
+    let mut report = CheckReport::default();
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            report.push(
+                None,
+                "config parsed",
+                Verdict::Fail(e.code()),
+                e.to_string(),
+            );
+            return report;
+        }
+    };
+    let selected: Vec<RegistrarConfig> = config
+        .registrars
+        .into_iter()
+        .filter(|r| sink.is_none_or(|s| r.id == s))
+        .collect();
+    if selected.is_empty() {
+        let which = sink.map(|s| format!(" with id {s}")).unwrap_or_default();
+        report.push(
+            None,
+            "config parsed",
+            Verdict::Fail(ErrorCode::ConfigInvalid),
+            format!("{} has no kind: iceberg sink{which}", path.display()),
+        );
+        return report;
+    }
+    let ids: Vec<&str> = selected.iter().map(|r| r.id.as_str()).collect();
+    report.push(
+        None,
+        "config parsed",
+        Verdict::Ok,
+        format!("{}: iceberg sink(s) {}", path.display(), ids.join(", ")),
+    );
+    for registrar in &selected {
+        check_registrar(registrar, &mut report).await;
+    }
+    report
+}
+
+/// Runs every check of one registrar config, appending to `report`.
+pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport) {
+    let sink = config.id.as_str();
+    let client = check_catalog(config, report).await;
+    report.outcome(sink, "bucket readable", check_bucket(config).await);
+    report.outcome(
+        sink,
+        "segment catalog readable",
+        check_segment_catalog(config),
+    );
+    for dataset in &config.source.datasets {
+        let table = TableName {
+            namespace: config.namespace.clone(),
+            name: dataset.name.clone(),
+        };
+        let check = format!("table {table}");
+        match &client {
+            Some(client) => report.outcome(sink, check, check_table(config, client, &table).await),
+            None => report.push(
+                Some(sink),
+                check,
+                Verdict::Skipped,
+                "the catalog did not accept us (above)",
+            ),
+        }
+    }
+    for dataset in &config.source.datasets {
+        let check = format!("dataset {} unsigned policy", dataset.name);
+        match dataset.unsigned {
+            UnsignedPolicy::Signed => {
+                report.push(Some(sink), check, Verdict::Ok, "signed: registrable")
+            }
+            UnsignedPolicy::Native => report.outcome(
+                sink,
+                check,
+                Err(Error::new(
+                    ErrorCode::UnsupportedType,
+                    format!(
+                        "unsigned: native writes UInt64 columns (the _wal_epoch and _wal_pos \
+                         lineage columns) and Iceberg has no unsigned 64-bit type; set \
+                         `unsigned: signed` on dataset {} of parquet sink {}",
+                        dataset.name, config.source.id
+                    ),
+                )),
+            ),
+        }
+    }
+}
+
+async fn timed<T>(what: &str, fut: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::time::timeout(NETWORK_TIMEOUT, fut)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::unavailable(format!(
+                "{what}: no answer within {}s",
+                NETWORK_TIMEOUT.as_secs()
+            )))
+        })
+}
+
+/// "catalog reachable" and "auth accepted"; the client when both passed.
+async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Option<RestClient> {
+    let sink = config.id.as_str();
+    let uri = config.catalog_uri.as_str().trim_end_matches('/');
+    let auth = match &config.catalog_auth {
+        CatalogAuth::None => "no credentials configured; the catalog accepts anonymous requests",
+        CatalogAuth::Token(_) => "catalog_token accepted",
+        CatalogAuth::Credential(_) => "catalog_credential exchanged and the token accepted",
+    };
+    let connected = timed(
+        &format!("GET {uri}/v1/config"),
+        crate::registrar::connect(config),
+    )
+    .await;
+    match connected {
+        Ok(client) => {
+            report.push(
+                Some(sink),
+                "catalog reachable",
+                Verdict::Ok,
+                format!("{uri} answered GET /v1/config"),
+            );
+            report.push(Some(sink), "auth accepted", Verdict::Ok, auth);
+            Some(client)
+        }
+        // It answered, so it is reachable: it refused us.
+        Err(e) if e.code() == ErrorCode::AuthFailed => {
+            report.push(
+                Some(sink),
+                "catalog reachable",
+                Verdict::Ok,
+                format!("{uri} answered"),
+            );
+            report.push(
+                Some(sink),
+                "auth accepted",
+                Verdict::Fail(e.code()),
+                e.to_string(),
+            );
+            None
+        }
+        Err(e) => {
+            report.push(
+                Some(sink),
+                "catalog reachable",
+                Verdict::Fail(e.code()),
+                e.to_string(),
+            );
+            report.push(
+                Some(sink),
+                "auth accepted",
+                Verdict::Skipped,
+                "the catalog is not reachable",
+            );
+            None
+        }
+    }
+}
+
+/// Lists the top level of `url`'s prefix: one request, proving the endpoint, the keys and the
+/// bucket.
+async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
+    let root = config.url.uri();
+    let store = crate::store::object_store(&config.store, &config.url.bucket)?;
+    let prefix = object_store::path::Path::from(config.url.prefix.as_str());
+    let prefix = (!config.url.prefix.is_empty()).then_some(&prefix);
+    let listed = timed(&format!("listing {root}"), async {
+        store.list_with_delimiter(prefix).await.map_err(|e| {
+            // s3 answers a missing bucket with 404 NoSuchBucket, which object_store reports as
+            // a generic error: tell it apart, it is a config mistake rather than an outage.
+            let code = match &e {
+                object_store::Error::NotFound { .. } => ErrorCode::ObjectMissing,
+                other if other.to_string().contains("NoSuchBucket") => ErrorCode::ObjectMissing,
+                _ => ErrorCode::Unavailable,
+            };
+            Error::new(
+                code,
+                format!(
+                    "cannot list {root}: {e}; check url (bucket and prefix), store.endpoint and \
+                     the store keys"
+                ),
+            )
+        })
+    })
+    .await?;
+    let entries = listed.objects.len() + listed.common_prefixes.len();
+    Ok(format!(
+        "{root} listed ({entries} entries at its top level)"
+    ))
+}
+
+fn check_segment_catalog(config: &RegistrarConfig) -> Result<String, Error> {
+    let path = &config.source.catalog;
+    if !path.exists() {
+        return Ok(format!(
+            "{} does not exist yet (the parquet sink creates it)",
+            path.display()
+        ));
+    }
+    let records = SegmentLogReader::open(path)?.read_to_end()?;
+    let uploaded = records
+        .iter()
+        .filter(|r| matches!(r.entry, LogEntry::Uploaded { .. }))
+        .count();
+    Ok(format!(
+        "{}: {} records, {uploaded} uploaded",
+        path.display(),
+        records.len()
+    ))
+}
+
+async fn check_table(
+    config: &RegistrarConfig,
+    client: &RestClient,
+    table: &TableName,
+) -> Result<String, Error> {
+    let loaded = timed(&format!("loading table {table}"), client.load_table(table)).await?;
+    if let Some(t) = loaded {
+        let m = t.metadata();
+        return Ok(format!(
+            "exists (format v{}, {} snapshot(s), schema {})",
+            m.format_version() as u8,
+            m.snapshots().count(),
+            m.current_schema_id()
+        ));
+    }
+    if !config.create_table {
+        return Err(Error::new(
+            ErrorCode::TableMissing,
+            format!(
+                "table {table} does not exist and create_table is false; create it, or set \
+                 create_table: true on sink {}",
+                config.id
+            ),
+        ));
+    }
+    let namespace = config.namespace.join(".");
+    let exists = timed(
+        &format!("checking namespace {namespace}"),
+        client.namespace_exists(&config.namespace),
+    )
+    .await?;
+    Ok(if exists {
+        "absent; create_table: true creates it from the first segment's footer".to_string()
+    } else {
+        format!(
+            "absent, and so is namespace {namespace}; create_table: true creates both from the \
+             first segment's footer"
+        )
+    })
+}

@@ -1,0 +1,640 @@
+//! Secure catalog connections, end to end: the real REST fixture behind a real TLS-terminating
+//! front (caddy) with throwaway CAs, bearer and OAuth2 fronts, mutual TLS, an in-process token
+//! endpoint whose tokens expire in seconds, and a check that no secret reaches a log, an error or
+//! a `Debug` output.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Schema};
+use common::tls::{Caddy, Front, Pki, TokenMock, assert_no_secret, captured_logs, pem_body_lines};
+use common::{Harness, data_files, read_all, row_count, unique};
+use thadam_iceberg::config::{
+    CatalogAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
+};
+use thadam_iceberg::demo;
+use thadam_iceberg::{Error, ErrorCode, Registrar};
+
+/// Hang guard for a start that must fail: a fatal error returns at once, a retried one never.
+const FATAL_GUARD: Duration = Duration::from_secs(30);
+/// Hang guard for registering a few segments.
+const RUN_GUARD: Duration = Duration::from_secs(90);
+
+/// The harness's config pointed at `uri`, with `edit` applied (CA, auth, client certificate).
+fn secured(h: &Harness, uri: &str, edit: impl FnOnce(&mut RegistrarConfig)) -> RegistrarConfig {
+    let mut config = h.config.clone();
+    config.catalog_uri = uri.parse().expect("catalog uri");
+    edit(&mut config);
+    config
+}
+
+fn credential(id: &str, secret: &str, token_uri: &str) -> CatalogAuth {
+    CatalogAuth::Credential(OAuth2Credential {
+        client_id: id.to_string(),
+        client_secret: Secret::new(secret),
+        scope: "catalog".to_string(),
+        oauth2_server_uri: token_uri.parse().expect("token uri"),
+    })
+}
+
+fn identity(files: &common::tls::CertFiles) -> Option<ClientIdentity> {
+    Some(ClientIdentity {
+        cert: files.cert.clone(),
+        key: files.key.clone(),
+    })
+}
+
+/// Starts a registrar that must stop on a fatal error (at start, or soon after); returns it.
+async fn fatal(config: RegistrarConfig) -> Error {
+    let outcome = tokio::time::timeout(FATAL_GUARD, async move {
+        match Registrar::start(config).await {
+            Err(e) => e,
+            Ok(handle) => handle
+                .wait()
+                .await
+                .expect_err("the registrar should stop with a fatal error"),
+        }
+    })
+    .await;
+    outcome.expect("a fatal error ends the registrar at once, without retrying (hang guard)")
+}
+
+/// The telemetry schema plus `firmware` (a new column, field id 8).
+fn evolved_batch(segment: u64, rows: usize) -> RecordBatch {
+    let base = demo::telemetry_batch(segment, rows).expect("batch");
+    let mut fields: Vec<arrow_schema::Field> = demo::telemetry_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(demo::field("firmware", DataType::Utf8, true, 8));
+    let mut columns: Vec<ArrayRef> = base.columns().to_vec();
+    columns.push(Arc::new(StringArray::from_iter_values(
+        (0..rows).map(|i| format!("fw-{}", i % 3)),
+    )));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("evolved batch")
+}
+
+/// Ships a telemetry segment and one that adds a column, registers both through `config`, and
+/// checks that the table gained the column (by field id) and holds both files and all rows.
+async fn registers_with_schema_change(h: &mut Harness, config: RegistrarConfig) {
+    h.ship_telemetry(0, 40).await;
+    h.ship("telemetry", &evolved_batch(1, 30)).await;
+    let handle = Registrar::start(config).await.expect("registrar starts");
+    let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 2))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("registered without a fatal error");
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    assert_eq!(status.tables.values().map(|t| t.registered).sum::<u64>(), 2);
+
+    let table = h.table("telemetry").await.expect("table created");
+    let firmware = table
+        .metadata()
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .find(|f| f.name == "firmware")
+        .map(|f| f.id);
+    assert_eq!(firmware, Some(8), "the schema change was committed");
+    assert_eq!(data_files(&table).await.len(), 2);
+    assert_eq!(row_count(&read_all(&table).await), 70);
+}
+
+/// Ships one segment, expects `config` to fail with `code` (the text containing `cause`), and
+/// checks that nothing was registered.
+async fn fails_and_registers_nothing(
+    h: &mut Harness,
+    config: RegistrarConfig,
+    code: ErrorCode,
+    cause: &str,
+) -> Error {
+    h.ship_telemetry(0, 10).await;
+    let err = fatal(config).await;
+    assert_eq!(err.code(), code, "{err}");
+    assert!(err.to_string().contains(cause), "names the cause: {err}");
+    assert!(h.table("telemetry").await.is_none(), "nothing registered");
+    err
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTPS and the server's certificate
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_the_ca_registers_and_commits_a_schema_change() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front::tls(&pki.server));
+    let mut h = Harness::new("https");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone())
+    });
+    registers_with_schema_change(&mut h, config).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_different_ca_is_fatal_config_invalid() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front::tls(&pki.server));
+    let mut h = Harness::new("otherca");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.other_ca.clone())
+    });
+    let err =
+        fails_and_registers_nothing(&mut h, config, ErrorCode::ConfigInvalid, "UnknownIssuer")
+            .await;
+    assert!(
+        err.to_string().contains("catalog_ca_file"),
+        "names the fix: {err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ca_means_platform_roots_which_do_not_know_the_test_ca() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front::tls(&pki.server));
+    let mut h = Harness::new("noca");
+    let config = secured(&h, &caddy.uri(), |c| c.catalog_ca_file = None);
+    fails_and_registers_nothing(&mut h, config, ErrorCode::ConfigInvalid, "UnknownIssuer").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_server_certificate_is_fatal_config_invalid() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front::tls(&pki.expired));
+    let mut h = Harness::new("expired");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone())
+    });
+    fails_and_registers_nothing(
+        &mut h,
+        config,
+        ErrorCode::ConfigInvalid,
+        "certificate expired",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_host_is_fatal_config_invalid() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front {
+        default_sni: Some("wrong.example"),
+        ..Front::tls(&pki.wrong_host)
+    });
+    let mut h = Harness::new("wronghost");
+    let config = secured(&h, &caddy.ip_uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone())
+    });
+    fails_and_registers_nothing(
+        &mut h,
+        config,
+        ErrorCode::ConfigInvalid,
+        "not valid for name",
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bearer token and OAuth2 fronts
+// ---------------------------------------------------------------------------------------------
+
+/// caddy rules: anything without exactly `Authorization: Bearer {token}` gets 401.
+fn bearer_rules(token: &str) -> String {
+    format!(
+        "\t@unauthorized not header Authorization \"Bearer {token}\"\n\trespond @unauthorized 401"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_front_accepts_the_token_including_the_schema_commit() {
+    captured_logs();
+    let pki = Pki::generate();
+    let token = unique("bearer");
+    let caddy = Caddy::start(Front {
+        rules: bearer_rules(&token),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("bearer");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = CatalogAuth::Token(Secret::new(token.clone()));
+    });
+    registers_with_schema_change(&mut h, config).await;
+    assert_no_secret(&[token], &[("logs", &captured_logs().text())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_bearer_token_is_fatal_auth_failed() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front {
+        rules: bearer_rules(&unique("right")),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("badbearer");
+    let wrong = unique("wrong");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = CatalogAuth::Token(Secret::new(wrong.clone()));
+    });
+    let err = fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "401").await;
+    assert_no_secret(&[wrong], &[("the error", &err.to_string())]);
+}
+
+/// caddy rules for the OAuth2 front: the fixture's `/v1/oauth/tokens` is open (and issues
+/// `client-credentials-token:sub={client_id}`); everything else needs that token.
+fn oauth2_rules(client_id: &str) -> String {
+    format!(
+        "\t@unauthorized {{\n\t\tnot path /v1/oauth/tokens\n\t\tnot header Authorization \
+         \"Bearer client-credentials-token:sub={client_id}\"\n\t}}\n\trespond @unauthorized 401"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth2_front_accepts_the_exchanged_token_including_the_schema_commit() {
+    captured_logs();
+    let pki = Pki::generate();
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let caddy = Caddy::start(Front {
+        rules: oauth2_rules(&client_id),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("oauth2");
+    let token_uri = format!("{}/v1/oauth/tokens", caddy.uri());
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    });
+    registers_with_schema_change(&mut h, config).await;
+    assert_no_secret(&[secret], &[("logs", &captured_logs().text())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoint_answering_401_is_fatal_auth_failed() {
+    captured_logs();
+    let pki = Pki::generate();
+    let client_id = unique("thadam");
+    let caddy = Caddy::start(Front {
+        rules: format!(
+            "\trespond /v1/oauth/tokens 401\n{}",
+            oauth2_rules(&client_id)
+        ),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("oauth401");
+    let secret = unique("client-secret");
+    let token_uri = format!("{}/v1/oauth/tokens", caddy.uri());
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    });
+    let err =
+        fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "token endpoint").await;
+    assert_no_secret(&[secret], &[("the error", &err.to_string())]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens that expire
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
+    captured_logs();
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(3)).await;
+    let mut h = Harness::new("expiry");
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let handle = Registrar::start(config).await.expect("registrar starts");
+
+    // Segments shipped across several token lifetimes (3 s each, renewed at 2.4 s).
+    let mut shipped = 0u64;
+    for n in 0..6u64 {
+        h.ship_telemetry(n, 20).await;
+        shipped += 1;
+        tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= shipped))
+            .await
+            .expect("registered in time (hang guard)")
+            .expect("no error while tokens expire");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(
+        mock.exchanges() >= 3,
+        "tokens were renewed ({} exchanges)",
+        mock.exchanges()
+    );
+    assert_eq!(
+        mock.rejected(),
+        0,
+        "the refresher renewed every token before it expired: no request met a 401"
+    );
+    assert!(handle.status().fatal.is_none());
+
+    // Long-lived tokens from now on; wait until the registrar holds one, then revoke it.
+    mock.set_ttl(Duration::from_secs(120));
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while mock.latest_ttl() != Some(Duration::from_secs(120)) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the refresher renewed the token (hang guard)");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    mock.revoke_latest();
+    let exchanges = mock.exchanges();
+    h.ship_telemetry(6, 20).await;
+    shipped += 1;
+    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= shipped))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("a 401 is recovered by one re-exchange");
+    assert_eq!(mock.rejected(), 1, "the revoked token met one 401");
+    assert_eq!(mock.exchanges(), exchanges + 1, "exactly one re-exchange");
+
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(data_files(&table).await.len(), shipped as usize);
+    let mut secrets = mock.issued();
+    secrets.push(secret);
+    assert_no_secret(&secrets, &[("logs", &captured_logs().text())]);
+}
+
+/// The token source on its own: a token endpoint that is briefly down is transient (retried with
+/// backoff), and a burst of 401s on one token causes one exchange, shared by all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchange() {
+    use thadam_iceberg::auth::TokenSource;
+    use thadam_iceberg::auth::refreshed::RefreshedToken;
+    use thadam_iceberg::config::RetryPolicy;
+    use thadam_iceberg::tls::{TlsSettings, catalog_http_client};
+
+    captured_logs();
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
+    mock.fail_next(2);
+    let http = catalog_http_client(&TlsSettings::default()).expect("http client");
+    let retry = RetryPolicy {
+        initial: Duration::from_millis(100),
+        max: Duration::from_millis(400),
+        jitter: false,
+    };
+    let CatalogAuth::Credential(cred) = credential(&client_id, &secret, &mock.token_uri()) else {
+        unreachable!()
+    };
+    let tokens = RefreshedToken::start(cred, http, retry)
+        .await
+        .expect("refresher");
+
+    // The first exchange met a 503: transient, and the refresher retries on its own.
+    let first = tokens
+        .current()
+        .await
+        .expect_err("the endpoint is down at first");
+    assert_eq!(first.code(), ErrorCode::Unavailable, "{first}");
+    let token = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match tokens.current().await {
+                Ok(Some(t)) => return t,
+                Ok(None) => panic!("a credential always gives a token"),
+                Err(e) => {
+                    assert!(e.is_transient(), "{e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the refresher recovered (hang guard)");
+    assert_eq!(mock.exchanges(), 1);
+
+    // Five requests see 401 on the same token at once: one exchange, one new token for all.
+    let renewals =
+        futures::future::join_all((0..5).map(|_| tokens.renew_after_rejection(&token))).await;
+    let fresh: Vec<u64> = renewals
+        .into_iter()
+        .map(|r| r.expect("renewed").expect("a token").generation)
+        .collect();
+    assert!(
+        fresh.iter().all(|g| *g == token.generation + 1),
+        "{fresh:?}"
+    );
+    assert_eq!(mock.exchanges(), 2, "one exchange for the burst");
+}
+
+/// A credential revoked at the token endpoint is fatal `auth.failed` at the next renewal, even
+/// with no catalog request in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_refused_at_renewal_stops_the_registrar() {
+    captured_logs();
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(2)).await;
+    let mut h = Harness::new("revoked");
+    h.ship_telemetry(0, 10).await;
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let handle = Registrar::start(config).await.expect("registrar starts");
+    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("registered");
+    mock.refuse_exchanges();
+    let err = tokio::time::timeout(FATAL_GUARD, handle.wait())
+        .await
+        .expect("the refused renewal stops the registrar (hang guard)")
+        .expect_err("stopped with a fatal error");
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+    assert!(err.to_string().contains("invalid_client"), "{err}");
+    assert_no_secret(&[secret], &[("the error", &err.to_string())]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutual TLS
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_works_with_a_client_certificate_from_the_trusted_ca() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front {
+        client_ca: Some(&pki.ca),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("mtls");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_client_identity = identity(&pki.client);
+    });
+    registers_with_schema_change(&mut h, config).await;
+    assert_no_secret(
+        &pem_body_lines(&pki.client.key_pem),
+        &[("logs", &captured_logs().text())],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_without_a_client_certificate_is_fatal_auth_failed() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front {
+        client_ca: Some(&pki.ca),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("mtlsnone");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone())
+    });
+    fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "client certificate").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_with_a_certificate_from_another_ca_is_fatal_auth_failed() {
+    captured_logs();
+    let pki = Pki::generate();
+    let caddy = Caddy::start(Front {
+        client_ca: Some(&pki.ca),
+        ..Front::tls(&pki.server)
+    });
+    let mut h = Harness::new("mtlsother");
+    let config = secured(&h, &caddy.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_client_identity = identity(&pki.other_client);
+    });
+    fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "client certificate").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets stay secret
+// ---------------------------------------------------------------------------------------------
+
+/// The auth failures again, with every log line captured: no token, client secret, S3 secret key
+/// or private key appears in the logs, the errors, or the `Debug` of configs and clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_reaches_logs_errors_or_debug_output() {
+    let logs = captured_logs();
+    let pki = Pki::generate();
+    let right = unique("right-token");
+    let wrong = unique("wrong-token");
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mut h = Harness::new("secrets");
+    let mut errors = Vec::new();
+    let mut debug = Vec::new();
+
+    // A wrong bearer token, presented with a client certificate (mTLS + bearer).
+    let bearer = Caddy::start(Front {
+        client_ca: Some(&pki.ca),
+        rules: bearer_rules(&right),
+        ..Front::tls(&pki.server)
+    });
+    let config = secured(&h, &bearer.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = CatalogAuth::Token(Secret::new(wrong.clone()));
+        c.catalog_client_identity = identity(&pki.client);
+    });
+    debug.push(format!("{config:?}"));
+    errors.push(fatal(config).await);
+
+    // A client certificate the front does not trust.
+    let config = secured(&h, &bearer.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = CatalogAuth::Token(Secret::new(right.clone()));
+        c.catalog_client_identity = identity(&pki.other_client);
+    });
+    debug.push(format!("{config:?}"));
+    errors.push(fatal(config).await);
+
+    // A token endpoint that refuses the credential (caddy answers 401).
+    let refusing = Caddy::start(Front {
+        rules: "\trespond /v1/oauth/tokens 401".to_string(),
+        ..Front::tls(&pki.server)
+    });
+    let token_uri = format!("{}/v1/oauth/tokens", refusing.uri());
+    let config = secured(&h, &refusing.uri(), |c| {
+        c.catalog_ca_file = Some(pki.ca.clone());
+        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    });
+    debug.push(format!("{config:?}"));
+    errors.push(fatal(config).await);
+
+    // A token endpoint that answers invalid_client to a wrong secret.
+    let mock = TokenMock::start(&client_id, &unique("other-secret"), Duration::from_secs(60)).await;
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    errors.push(fatal(config).await);
+
+    // A working credential that registers a segment (S3 keys in use), meets a revoked token
+    // once, and the clients and status holding it all.
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let client = thadam_iceberg::registrar::connect(&config)
+        .await
+        .expect("connects with the credential");
+    debug.push(format!("{config:?}"));
+    debug.push(format!("{client:?}"));
+    drop(client);
+    h.ship_telemetry(0, 10).await;
+    let handle = Registrar::start(config).await.expect("registrar starts");
+    mock.revoke_latest();
+    let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("registered");
+    debug.push(format!("{status:?}"));
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    assert!(mock.rejected() >= 1, "the revoked token met a 401");
+
+    for e in &errors {
+        assert!(
+            matches!(e.code(), ErrorCode::AuthFailed),
+            "every failure here is auth.failed: {e}"
+        );
+        debug.push(format!("{e:?}"));
+    }
+    let error_text: String = errors.iter().map(|e| format!("{e}\n")).collect();
+    let debug_text = debug.join("\n");
+    let mut secrets = vec![
+        right,
+        wrong,
+        secret,
+        std::env::var("THADAM_TEST_S3_SECRET_KEY").expect("S3 secret key"),
+    ];
+    secrets.extend(mock.issued());
+    secrets.extend(pem_body_lines(&pki.client.key_pem));
+    secrets.extend(pem_body_lines(&pki.other_client.key_pem));
+    assert!(!mock.issued().is_empty(), "a token was issued");
+    let log_text = logs.text();
+    assert!(
+        log_text.contains("auth.failed") || log_text.contains("token"),
+        "the capture sees the registrar's logs"
+    );
+    assert_no_secret(
+        &secrets,
+        &[
+            ("logs", &log_text),
+            ("errors", &error_text),
+            ("Debug output", &debug_text),
+        ],
+    );
+}
