@@ -21,7 +21,7 @@ use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::schema::convert::file_schema;
 use thadam_iceberg::schema::merge::merge;
 use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::committed::{SEGMENT_KEYS, WATERMARK_PREFIX};
+use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, encode_ids};
 
 fn key(i: u64) -> String {
     format!("lake/thadam/v1/edge-capture/telemetry/data/seg-{i:08}.parquet")
@@ -43,7 +43,7 @@ fn metadata(snapshots: u64, per_snapshot: u64) -> TableMetadata {
                 "timestamp-ms": 1_767_225_600_000u64 + s,
                 "manifest-list": format!("s3://warehouse/lake/metadata/snap-{s}.avro"),
                 "schema-id": 0,
-                "summary": { "operation": "append", SEGMENT_KEYS: keys.join("\n") },
+                "summary": { "operation": "append", SEGMENT_IDS: encode_ids(keys.iter().map(String::as_str)) },
             });
             if s > 1 {
                 snap["parent-snapshot-id"] = json!(s - 1);

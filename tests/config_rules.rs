@@ -854,6 +854,53 @@ fn rule14_retry_durations() {
 }
 
 #[test]
+fn commit_batching_and_footer_readers() {
+    use thadam_iceberg::config::{CommitPolicy, DEFAULT_FOOTER_READERS};
+    let fx = Fixture::new();
+    // Defaults: batches of up to 500 segments / 1 GiB, no linger, 8 footer readers.
+    let r = fx.load_ok(&edited(|_| {}));
+    assert_eq!(r.commit, CommitPolicy::default());
+    assert_eq!(r.footer_readers, DEFAULT_FOOTER_READERS);
+    let r = fx.load_ok(&edited(|d| {
+        set(
+            d,
+            &reg("commit"),
+            "{max_segments: 50, max_bytes: 64MiB, linger: 250ms}",
+        );
+        set(d, &reg("footer_readers"), "16");
+    }));
+    assert_eq!(
+        r.commit,
+        CommitPolicy {
+            max_segments: 50,
+            max_bytes: 64 * 1024 * 1024,
+            linger: Duration::from_millis(250),
+        }
+    );
+    assert_eq!(r.footer_readers, 16);
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{max_segmnts: 5}")),
+        &["config.commit", "max_segmnts"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{max_segments: 0}")),
+        &["config.commit.max_segments", "greater than 0"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{max_bytes: lots}")),
+        &["config.commit.max_bytes", "MiB"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{linger: 2h}")),
+        &["config.commit.linger", "hour"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("footer_readers"), "-3")),
+        &["config.footer_readers"],
+    );
+}
+
+#[test]
 fn retry_delay_is_exponential_capped_and_jittered_within_bounds() {
     let fixed = RetryPolicy {
         initial: Duration::from_secs(1),

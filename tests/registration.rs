@@ -11,7 +11,7 @@ use arrow_schema::{DataType, Schema};
 use common::{Harness, Options, data_files, read_all, row_count};
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::demo::field;
-use thadam_iceberg::table::committed::SEGMENT_KEYS;
+use thadam_iceberg::table::committed::{SEGMENT_IDS, SegmentId, decode_ids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shipped_segments_are_registered_and_read_back() {
@@ -93,18 +93,28 @@ async fn shipped_segments_are_registered_and_read_back() {
     assert_eq!(devices.len(), 7);
     assert!(devices.contains("robot-00") && devices.contains("robot-06"));
 
-    // Every snapshot the registrar made records its keys.
-    let recorded: Vec<String> = table
+    // Every snapshot the registrar made records its segments, 16 bytes each.
+    let summaries: Vec<String> = table
         .metadata()
         .snapshots()
-        .filter_map(|s| s.summary().additional_properties.get(SEGMENT_KEYS).cloned())
-        .flat_map(|v| v.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|s| s.summary().additional_properties.get(SEGMENT_IDS).cloned())
         .collect();
-    let mut recorded_sorted = recorded.clone();
-    recorded_sorted.sort();
-    let mut keys_sorted = keys.clone();
-    keys_sorted.sort();
-    assert_eq!(recorded_sorted, keys_sorted);
+    assert_eq!(
+        summaries.iter().map(String::len).sum::<usize>(),
+        16 * keys.len()
+    );
+    let mut recorded: Vec<String> = summaries
+        .iter()
+        .flat_map(|v| decode_ids(v))
+        .map(|id| format!("{id:?}"))
+        .collect();
+    recorded.sort();
+    let mut expected: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{:?}", SegmentId::of(k)))
+        .collect();
+    expected.sort();
+    assert_eq!(recorded, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use iceberg::table::Table;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -38,6 +39,8 @@ struct Pending {
     segment: UploadedSegment,
     read_requested: bool,
     footer: Option<Arc<SegmentFooter>>,
+    /// When the committer took it (for `commit.linger`).
+    arrived: Instant,
 }
 
 pub struct CommitterState {
@@ -50,6 +53,8 @@ pub struct CommitterState {
     pending: BTreeMap<u64, Pending>,
     reads_in_flight: usize,
     initialised: bool,
+    /// A `LingerElapsed` message is scheduled.
+    linger_armed: bool,
 }
 
 impl Actor for Committer {
@@ -74,6 +79,7 @@ impl Actor for Committer {
             pending: BTreeMap::new(),
             reads_in_flight: 0,
             initialised: false,
+            linger_armed: false,
         })
     }
 
@@ -87,6 +93,10 @@ impl Actor for Committer {
             CommitterMsg::Init => state.init().await,
             CommitterMsg::Segment(segment) => {
                 state.accept(segment);
+                Ok(())
+            }
+            CommitterMsg::LingerElapsed => {
+                state.linger_armed = false;
                 Ok(())
             }
             CommitterMsg::FooterRead { seq, result } => {
@@ -195,6 +205,7 @@ impl CommitterState {
                 segment,
                 read_requested: false,
                 footer: None,
+                arrived: Instant::now(),
             },
         );
         self.publish_backlog();
@@ -224,7 +235,7 @@ impl CommitterState {
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         loop {
             self.request_footers(myself)?;
-            let batch = self.ready_batch();
+            let batch = self.ready_batch(myself);
             if batch.is_empty() {
                 return Ok(());
             }
@@ -256,27 +267,48 @@ impl CommitterState {
         Ok(())
     }
 
-    /// The longest prefix (in catalog order) whose footers are in, if it should be committed now:
-    /// when it is full, or when the next segment's footer is not already on its way (waiting for
-    /// it would only add latency, not batch size).
-    fn ready_batch(&self) -> Vec<ReadySegment> {
-        let max = self.ctx().tuning.max_batch.max(1);
+    /// The longest prefix (in catalog order) whose footers are in, within `commit.max_segments`
+    /// and `commit.max_bytes`, if it should be committed now. A full batch goes at once. One that
+    /// is not full waits while the next segment's footer is already on its way (waiting adds
+    /// batch size, not latency), and otherwise for at most `commit.linger` after its oldest
+    /// segment arrived (a timer message wakes the committer then).
+    fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Vec<ReadySegment> {
+        let ctx = Arc::clone(&self.args.ctx);
+        let (max, max_bytes) = (ctx.max_segments(), ctx.max_bytes());
         let mut batch = Vec::new();
+        let mut bytes = 0u64;
+        let mut full = false;
         let mut next_in_flight = false;
         for p in self.pending.values() {
-            match &p.footer {
-                Some(footer) if batch.len() < max => batch.push(ReadySegment {
-                    segment: p.segment.clone(),
-                    footer: Arc::clone(footer),
-                }),
-                Some(_) => break,
-                None => {
-                    next_in_flight = p.read_requested;
-                    break;
-                }
+            let Some(footer) = &p.footer else {
+                next_in_flight = p.read_requested;
+                break;
+            };
+            let size = p.segment.file_size;
+            if batch.len() >= max || (!batch.is_empty() && bytes + size > max_bytes) {
+                full = true;
+                break;
             }
+            bytes += size;
+            batch.push(ReadySegment {
+                segment: p.segment.clone(),
+                footer: Arc::clone(footer),
+            });
         }
-        if batch.len() < max && next_in_flight {
+        full |= batch.len() >= max || bytes >= max_bytes;
+        if batch.is_empty() || full {
+            return batch;
+        }
+        if next_in_flight {
+            return Vec::new();
+        }
+        let linger = ctx.linger();
+        let oldest = self.pending.values().next().map(|p| p.arrived.elapsed());
+        if let Some(waited) = oldest.filter(|w| *w < linger) {
+            if !self.linger_armed {
+                self.linger_armed = true;
+                myself.send_after(linger - waited, || CommitterMsg::LingerElapsed);
+            }
             return Vec::new();
         }
         batch

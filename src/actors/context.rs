@@ -14,14 +14,17 @@ use crate::shutdown::Shutdown;
 use crate::status::StatusBoard;
 use crate::table::append::ReadySegment;
 
-/// Tuning knobs with defaults; not (yet) part of the config file.
+/// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The
+/// defaults defer to the config (`commit`, `footer_readers`).
 #[derive(Debug, Clone)]
 pub struct Tuning {
-    /// Footer readers in the pool: how many footers are read at once.
+    /// Overrides the config's `footer_readers` when non-zero.
     pub footer_readers: usize,
-    /// How many footer reads one table keeps in flight (bounds memory per table).
+    /// How many footer reads one table keeps in flight (bounds memory per table: at most this
+    /// many footers beyond the batch being committed are held).
     pub reads_per_table: usize,
-    /// The most segments one snapshot carries.
+    /// Caps the config's `commit.max_segments` (e.g. `--max-batch`, or 1 in tests that map
+    /// faults onto commits one to one). Default: no cap.
     pub max_batch: usize,
     /// Test seams; none in production.
     pub hooks: Hooks,
@@ -51,9 +54,9 @@ impl fmt::Debug for Hooks {
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            footer_readers: 8,
-            reads_per_table: 32,
-            max_batch: 100,
+            footer_readers: 0,
+            reads_per_table: 64,
+            max_batch: usize::MAX,
             hooks: Hooks::default(),
         }
     }
@@ -71,6 +74,34 @@ pub struct RegistrarContext {
 impl RegistrarContext {
     pub fn retry(&self) -> &RetryPolicy {
         &self.config.retry
+    }
+
+    /// The most segments in one snapshot: the config's, capped by the tuning.
+    pub fn max_segments(&self) -> usize {
+        self.config
+            .commit
+            .max_segments
+            .min(self.tuning.max_batch)
+            .max(1)
+    }
+
+    /// The most data-file bytes in one snapshot.
+    pub fn max_bytes(&self) -> u64 {
+        self.config.commit.max_bytes
+    }
+
+    /// How long a batch that is not full may wait for more segments.
+    pub fn linger(&self) -> std::time::Duration {
+        self.config.commit.linger
+    }
+
+    /// How many footers are read at once.
+    pub fn footer_readers(&self) -> usize {
+        if self.tuning.footer_readers > 0 {
+            self.tuning.footer_readers
+        } else {
+            self.config.footer_readers.max(1)
+        }
     }
 
     pub fn table_name(&self, dataset: &str) -> TableName {

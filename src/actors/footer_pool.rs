@@ -30,7 +30,7 @@ impl Actor for FooterPool {
         myself: ActorRef<Self::Msg>,
         ctx: SharedContext,
     ) -> Result<PoolState, ActorProcessingErr> {
-        let n = ctx.tuning.footer_readers.max(1);
+        let n = ctx.footer_readers();
         let mut readers = Vec::with_capacity(n);
         for index in 0..n {
             let (reader, _) = Actor::spawn_linked(

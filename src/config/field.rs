@@ -120,6 +120,31 @@ impl Ctx<'_> {
         Ok(self.optional(key, value)?.map(|p| self.base_dir.join(p)))
     }
 
+    /// A positive whole number (YAML integer, or a string resolving to one).
+    pub fn count(&self, key: &str, value: Option<&Value>) -> Result<Option<u64>, Error> {
+        let Some(text) = self.text(key, value)? else {
+            return Ok(None);
+        };
+        match text.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(self.err(key, "must be a whole number greater than 0")),
+        }
+    }
+
+    /// A size in bytes: a number, or a number with a unit (`512MiB`, `1 GiB`, `64MB`).
+    pub fn byte_size(&self, key: &str, value: Option<&Value>) -> Result<Option<u64>, Error> {
+        let Some(text) = self.text(key, value)? else {
+            return Ok(None);
+        };
+        match text.trim().parse::<bytesize::ByteSize>() {
+            Ok(size) if size.as_u64() > 0 => Ok(Some(size.as_u64())),
+            _ => Err(self.err(
+                key,
+                "must be a size greater than 0, e.g. 512MiB, 1GiB or a number of bytes",
+            )),
+        }
+    }
+
     /// A humantime duration (`1s`, `500ms`, `2m`).
     pub fn duration(&self, key: &str, value: Option<&Value>) -> Result<Option<Duration>, Error> {
         let Some(text) = self.text(key, value)? else {

@@ -40,6 +40,8 @@ pub(crate) struct RawIceberg {
     pub create_table: Option<Value>,
     pub store: Option<Value>,
     pub retry: Option<Value>,
+    pub commit: Option<Value>,
+    pub footer_readers: Option<Value>,
 }
 
 /// `catalog_credential:`.
@@ -70,6 +72,15 @@ pub(crate) struct RawRetry {
     pub initial: Option<Value>,
     pub max: Option<Value>,
     pub jitter: Option<Value>,
+}
+
+/// `commit:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCommit {
+    pub max_segments: Option<Value>,
+    pub max_bytes: Option<Value>,
+    pub linger: Option<Value>,
 }
 
 /// `kind: parquet`: only what the registrar needs; thadam's other keys are ignored.

@@ -38,6 +38,10 @@ pub struct RegistrarConfig {
     pub store: StoreConfig,
     /// Backoff for transient failures.
     pub retry: RetryPolicy,
+    /// `commit`: how many segments one snapshot may carry.
+    pub commit: CommitPolicy,
+    /// `footer_readers`: how many footers are read at once. Default 8.
+    pub footer_readers: usize,
     /// The `from` parquet sink, as far as the registrar needs it.
     pub source: ParquetSource,
 }
@@ -116,6 +120,33 @@ pub struct StoreConfig {
     /// Set together with `access_key_id`, or neither.
     pub secret_access_key: Option<Secret>,
 }
+
+/// `commit`: batching of segments into snapshots. Commit cost is per snapshot, not per file, so
+/// a backlog is registered in few, large snapshots; a lone segment is committed at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitPolicy {
+    /// The most segments in one snapshot. Default 500.
+    pub max_segments: usize,
+    /// The most bytes of data files (summed segment sizes) in one snapshot; a single larger
+    /// segment still goes alone. Default 1 GiB.
+    pub max_bytes: u64,
+    /// How long a batch that is not full may wait for more segments before it is committed.
+    /// Default 0: no added latency.
+    pub linger: Duration,
+}
+
+impl Default for CommitPolicy {
+    fn default() -> Self {
+        CommitPolicy {
+            max_segments: 500,
+            max_bytes: 1 << 30,
+            linger: Duration::ZERO,
+        }
+    }
+}
+
+/// The default of `footer_readers`.
+pub const DEFAULT_FOOTER_READERS: usize = 8;
 
 /// `retry`: exponential backoff for transient failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,12 +6,13 @@ use std::path::Path;
 use url::Url;
 
 use super::field::Ctx;
-use super::raw::{RawCredential, RawIceberg, RawRetry, RawSink, RawStore};
+use super::raw::{RawCommit, RawCredential, RawIceberg, RawRetry, RawSink, RawStore};
 use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
-    CatalogAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
+    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, OAuth2Credential,
+    RegistrarConfig, RetryPolicy, StoreConfig,
 };
 use super::urls;
 use crate::error::Result;
@@ -37,6 +38,9 @@ pub(crate) fn registrar(
         .unwrap_or_default();
     let raw_retry: RawRetry = ctx
         .optional_section("config.retry", raw.retry.as_ref())?
+        .unwrap_or_default();
+    let raw_commit: RawCommit = ctx
+        .optional_section("config.commit", raw.commit.as_ref())?
         .unwrap_or_default();
 
     // Rules 3, 15: the parquet sink.
@@ -83,6 +87,10 @@ pub(crate) fn registrar(
     // Rules 13, 14.
     let store = store(&ctx, raw_store)?;
     let retry = retry(&ctx, raw_retry)?;
+    let commit = commit(&ctx, raw_commit)?;
+    let footer_readers = ctx
+        .count("config.footer_readers", raw.footer_readers.as_ref())?
+        .map_or(DEFAULT_FOOTER_READERS, |n| n.min(1024) as usize);
 
     // Rule 17, once everything else holds.
     warn_cleartext(&ctx, &catalog_uri, &catalog_auth);
@@ -100,6 +108,8 @@ pub(crate) fn registrar(
         create_table,
         store,
         retry,
+        commit,
+        footer_readers,
         source,
     })
 }
@@ -386,6 +396,31 @@ fn retry(ctx: &Ctx, raw: RawRetry) -> Result<RetryPolicy> {
         initial,
         max,
         jitter,
+    })
+}
+
+/// `commit`: batching limits.
+fn commit(ctx: &Ctx, raw: RawCommit) -> Result<CommitPolicy> {
+    let defaults = CommitPolicy::default();
+    let max_segments = ctx
+        .count("config.commit.max_segments", raw.max_segments.as_ref())?
+        .map_or(defaults.max_segments, |n| n.min(100_000) as usize);
+    let max_bytes = ctx
+        .byte_size("config.commit.max_bytes", raw.max_bytes.as_ref())?
+        .unwrap_or(defaults.max_bytes);
+    let linger = ctx
+        .duration("config.commit.linger", raw.linger.as_ref())?
+        .unwrap_or(defaults.linger);
+    if linger > std::time::Duration::from_secs(3600) {
+        return Err(ctx.err(
+            "config.commit.linger",
+            "is over an hour; segments would wait that long to appear in the table",
+        ));
+    }
+    Ok(CommitPolicy {
+        max_segments,
+        max_bytes,
+        linger,
     })
 }
 

@@ -37,6 +37,8 @@ pub enum CommitterMsg {
     Init,
     /// A segment of this committer's dataset, in catalog order.
     Segment(UploadedSegment),
+    /// `commit.linger` has passed for the oldest waiting segment: commit what is ready.
+    LingerElapsed,
     /// A footer read finished.
     FooterRead {
         seq: u64,

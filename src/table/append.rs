@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 use crate::table::committed::{
-    CATALOG_SEQ, CommittedSet, SEGMENT_KEYS, WATERMARK_PREFIX, WRITER, encode_keys,
+    CATALOG_SEQ, CommittedSet, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_PREFIX, WRITER, encode_ids,
 };
 use crate::table::metrics::{MetricsConfig, file_metrics};
 
@@ -76,9 +76,10 @@ pub fn append_transaction(
         .collect::<Result<Vec<_>>>()?;
     let mut summary = HashMap::new();
     summary.insert(
-        SEGMENT_KEYS.to_string(),
-        encode_keys(batch.iter().map(|r| r.segment.object_key.as_str())),
+        SEGMENT_IDS.to_string(),
+        encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
     );
+    summary.insert(SEGMENT_COUNT.to_string(), batch.len().to_string());
     if let Some(max_seq) = batch.iter().map(|r| r.segment.seq).max() {
         summary.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
     }

@@ -1,8 +1,10 @@
 //! The set of segments a table already holds, rebuilt from table metadata.
 //!
 //! Two markers, both written in the same commit as the append:
-//! - every snapshot summary lists its segments' object keys ([`SEGMENT_KEYS`]): exact, and it
-//!   also sees segments another registrar committed;
+//! - every snapshot summary lists its segments ([`SEGMENT_IDS`]): each object key as a 96-bit
+//!   SHA-256 prefix, 16 base64 characters, so table metadata grows by 16 bytes per segment
+//!   whatever the key length; it also sees segments another registrar committed. (At 96 bits, the
+//!   chance that any two of 10^8 keys collide is about 10^-13.)
 //! - a table property per segment catalog ([`WATERMARK_PREFIX`]`<catalog id>`) holds the highest
 //!   catalog sequence number registered, with every lower one of that catalog registered too
 //!   (a committer commits its table's segments in catalog order). Snapshot expiry removes old
@@ -14,12 +16,57 @@
 
 use std::collections::{HashMap, HashSet};
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+
 use crate::protocol::segment::UploadedSegment;
 
 use iceberg::spec::TableMetadata;
 
-/// Snapshot summary key: the object keys this snapshot registered, one per line.
-pub const SEGMENT_KEYS: &str = "thadam.segment-keys";
+/// Snapshot summary key: the segments this snapshot registered, as [`SegmentId`]s in base64,
+/// 16 characters each, concatenated.
+pub const SEGMENT_IDS: &str = "thadam.segment-ids";
+/// Snapshot summary key: how many segments this snapshot registered (for people reading it).
+pub const SEGMENT_COUNT: &str = "thadam.segments";
+/// The width of one encoded [`SegmentId`].
+const ID_CHARS: usize = 16;
+
+/// A segment's identity in snapshot summaries: the first 96 bits of SHA-256 of its object key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SegmentId([u8; 12]);
+
+impl SegmentId {
+    pub fn of(object_key: &str) -> SegmentId {
+        let digest = Sha256::digest(object_key.as_bytes());
+        let mut id = [0u8; 12];
+        id.copy_from_slice(&digest[..12]);
+        SegmentId(id)
+    }
+
+    fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0)
+    }
+}
+
+/// The ids listed in a [`SEGMENT_IDS`] summary value (malformed chunks are skipped).
+pub fn decode_ids(value: &str) -> Vec<SegmentId> {
+    value
+        .as_bytes()
+        .chunks(ID_CHARS)
+        .filter_map(|chunk| {
+            let bytes = URL_SAFE_NO_PAD.decode(chunk).ok()?;
+            Some(SegmentId(bytes.try_into().ok()?))
+        })
+        .collect()
+}
+
+/// The [`SEGMENT_IDS`] summary value for a batch of object keys.
+pub fn encode_ids<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
+    keys.into_iter()
+        .map(|k| SegmentId::of(k).encode())
+        .collect()
+}
 /// Snapshot summary key: the highest segment-catalog sequence number in this snapshot.
 pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
 /// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
@@ -29,17 +76,17 @@ pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
 
 #[derive(Debug, Default, Clone)]
 pub struct CommittedSet {
-    keys: HashSet<String>,
+    ids: HashSet<SegmentId>,
     /// Catalog id -> highest registered seq.
     watermarks: HashMap<String, u64>,
 }
 
 impl CommittedSet {
     pub fn from_metadata(metadata: &TableMetadata) -> CommittedSet {
-        let mut keys = HashSet::new();
+        let mut ids = HashSet::new();
         for snapshot in metadata.snapshots() {
-            if let Some(list) = snapshot.summary().additional_properties.get(SEGMENT_KEYS) {
-                keys.extend(list.lines().filter(|k| !k.is_empty()).map(str::to_string));
+            if let Some(list) = snapshot.summary().additional_properties.get(SEGMENT_IDS) {
+                ids.extend(decode_ids(list));
             }
         }
         let watermarks = metadata
@@ -50,13 +97,13 @@ impl CommittedSet {
                 Some((id.to_string(), v.parse::<u64>().ok()?))
             })
             .collect();
-        CommittedSet { keys, watermarks }
+        CommittedSet { ids, watermarks }
     }
 
     /// Whether the table already holds `segment`: its key is in a snapshot summary, or its
     /// catalog's watermark covers its sequence number.
     pub fn contains(&self, segment: &UploadedSegment) -> bool {
-        self.keys.contains(&segment.object_key)
+        self.ids.contains(&SegmentId::of(&segment.object_key))
             || segment
                 .catalog_id
                 .as_ref()
@@ -66,7 +113,7 @@ impl CommittedSet {
 
     /// Whether some snapshot summary lists `object_key`.
     pub fn contains_key(&self, object_key: &str) -> bool {
-        self.keys.contains(object_key)
+        self.ids.contains(&SegmentId::of(object_key))
     }
 
     /// The watermark of `catalog_id`, if the table has one.
@@ -77,7 +124,7 @@ impl CommittedSet {
     /// Records a successful commit of `segments`.
     pub fn record<'a>(&mut self, segments: impl IntoIterator<Item = &'a UploadedSegment>) {
         for s in segments {
-            self.keys.insert(s.object_key.clone());
+            self.ids.insert(SegmentId::of(&s.object_key));
             if let Some(id) = &s.catalog_id {
                 let mark = self.watermarks.entry(id.clone()).or_insert(s.seq);
                 *mark = (*mark).max(s.seq);
@@ -85,18 +132,34 @@ impl CommittedSet {
         }
     }
 
-    /// How many keys the summaries list.
+    /// How many segments the summaries list.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.watermarks.is_empty()
+        self.ids.is_empty() && self.watermarks.is_empty()
     }
 }
 
-/// The summary value for a batch of keys. Keys never contain newlines (object keys from the
-/// shipper are path-like); the committer refuses ones that do.
-pub fn encode_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
-    keys.into_iter().collect::<Vec<_>>().join("\n")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_fixed_width_and_round_trip() {
+        let keys = [
+            "a",
+            "lake/thadam/v1/p/telemetry/data/seg-00000001.parquet",
+            "",
+        ];
+        let value = encode_ids(keys);
+        assert_eq!(value.len(), keys.len() * ID_CHARS);
+        let ids = decode_ids(&value);
+        assert_eq!(
+            ids,
+            keys.iter().map(|k| SegmentId::of(k)).collect::<Vec<_>>()
+        );
+        assert_ne!(SegmentId::of("a"), SegmentId::of("b"));
+    }
 }

@@ -49,6 +49,10 @@ struct Plan {
     schema: VecDeque<Fault>,
     /// What happened, for assertions: (kind, fault applied).
     log: Vec<(Kind, Fault)>,
+    /// Whether `GET /v1/config` advertises idempotency keys (added to the fixture's answer).
+    advertise_idempotency: bool,
+    /// The `Idempotency-Key` header of every matching commit (None when absent).
+    idempotency_keys: Vec<Option<String>>,
 }
 
 pub struct FaultProxy {
@@ -95,6 +99,16 @@ impl FaultProxy {
             Kind::Append => plan.append.extend(faults),
             Kind::Schema => plan.schema.extend(faults),
         }
+    }
+
+    /// Makes `GET /v1/config` advertise `idempotency-key-lifetime` (the fixture does not).
+    pub fn advertise_idempotency(&self) {
+        self.plan.lock().expect("plan").advertise_idempotency = true;
+    }
+
+    /// The `Idempotency-Key` header of every matching commit, in order.
+    pub fn idempotency_keys(&self) -> Vec<Option<String>> {
+        self.plan.lock().expect("plan").idempotency_keys.clone()
     }
 
     /// Every matching commit seen so far, with the fault applied to it.
@@ -149,6 +163,12 @@ async fn handle(
             }
             .unwrap_or(Fault::Pass);
             p.log.push((kind, fault));
+            let key = parts
+                .headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            p.idempotency_keys.push(key);
             fault
         }
     };
@@ -182,6 +202,8 @@ async fn handle(
         Fault::ApplyThenFail(status) => Ok(status_only(status)),
         Fault::ApplyThenDrop => Err(std::io::Error::other("answer dropped by the fault proxy")),
         _ => {
+            let advertise = parts.uri.path().ends_with("/v1/config")
+                && plan.lock().expect("plan").advertise_idempotency;
             let mut response = Response::builder().status(answer.status().as_u16());
             for (name, value) in answer.headers() {
                 if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING
@@ -189,7 +211,12 @@ async fn handle(
                     response = response.header(name, value);
                 }
             }
-            let bytes = answer.bytes().await.unwrap_or_default();
+            let mut bytes = answer.bytes().await.unwrap_or_default();
+            if advertise && let Ok(mut config) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            {
+                config["idempotency-key-lifetime"] = serde_json::json!("PT30M");
+                bytes = Bytes::from(serde_json::to_vec(&config).unwrap_or_default());
+            }
             Ok(response
                 .body(Full::new(bytes))
                 .unwrap_or_else(|_| status_only(502)))
