@@ -3,26 +3,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Harness, assert_exactly_once};
 
 fn runner() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples")
-        .join("registrar");
-    assert!(
-        bin.exists(),
-        "{} is missing: build the examples first (`cargo test --all-targets`, as scripts/test does)",
-        bin.display()
-    );
-    bin
+    common::example_binary("registrar")
 }
 
 /// A small deterministic generator, seeded per run and printed, so a failure can be replayed.

@@ -35,23 +35,7 @@ const RIGHT_TOKEN: &str = "ops-right-token";
 // ---------------------------------------------------------------------------------------------
 // The runner as a child process.
 
-/// `target/debug/examples/registrar`, next to this test binary's `deps/` directory.
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} is missing: build the examples first (`cargo test --all-targets`, as scripts/test \
-         does, or `cargo build --examples`)",
-        bin.display()
-    );
-    bin
-}
+use common::example_binary;
 
 struct Runner {
     child: Child,
@@ -239,47 +223,19 @@ impl<'a> Yaml<'a> {
             .token
             .map(|t| format!("      catalog_token: {t}\n"))
             .unwrap_or_default();
-        let yaml = format!(
-            r#"sinks:
-  - id: local
-    kind: parquet
-    config:
-      dir: {dir}
-      unsigned: {unsigned}
-      datasets: [telemetry]
-  - id: s3
-    kind: object_store
-    config:
-      from: local
-      pipeline: {pipeline}
-      url: s3://{bucket}/{prefix}
-  - id: iceberg
-    kind: iceberg
-    config:
-      from: local
-      pipeline: {pipeline}
-      catalog_uri: {catalog}
-{token}      url: s3://{bucket}/{prefix}
-      namespace: {namespace}
-      create_table: {create}
-      store:
-        endpoint: {s3}
-        region: us-east-1
-        allow_http: true
-        access_key_id: "${{env:THADAM_TEST_S3_ACCESS_KEY}}"
-        secret_access_key: "${{env:THADAM_TEST_S3_SECRET_KEY}}"
-      retry: {{ initial: 100ms, max: 1s, jitter: true }}
-"#,
-            dir = h.dir.path().display(),
-            unsigned = self.unsigned,
-            pipeline = h.pipeline,
-            bucket = self.bucket,
-            prefix = h.prefix,
-            catalog = self.catalog_uri,
-            namespace = h.namespace.join("."),
-            create = self.create_table,
-            s3 = h.env.s3_endpoint,
-        );
+        let yaml = common::render_yaml(&common::YamlParts {
+            dir: h.dir.path(),
+            unsigned: self.unsigned,
+            datasets: &["telemetry"],
+            pipeline: &h.pipeline,
+            bucket: self.bucket,
+            prefix: &h.prefix,
+            catalog_uri: self.catalog_uri,
+            namespace: &h.namespace.join("."),
+            create_table: self.create_table,
+            s3_endpoint: &h.env.s3_endpoint,
+            extra_iceberg_yaml: &token,
+        });
         let path = h.dir.path().join(name);
         std::fs::write(&path, yaml).expect("write config");
         path

@@ -87,38 +87,26 @@ impl Default for Options {
     }
 }
 
-pub struct Harness {
-    pub env: ServerEnv,
-    pub dir: tempfile::TempDir,
-    pub config: RegistrarConfig,
-    pub store: Arc<dyn ObjectStore>,
-    pub log: SegmentLogWriter,
-    pub namespace: Vec<String>,
-    pub pipeline: String,
-    pub prefix: String,
-    /// The YAML the config was loaded from (secrets as `${env:...}` references).
-    pub yaml: String,
-    shipped: u64,
+/// The pieces of a test config: a parquet sink, its shipper, and the iceberg sink.
+pub struct YamlParts<'a> {
+    pub dir: &'a std::path::Path,
+    pub unsigned: &'a str,
+    pub datasets: &'a [&'a str],
+    pub pipeline: &'a str,
+    pub bucket: &'a str,
+    pub prefix: &'a str,
+    pub catalog_uri: &'a str,
+    pub namespace: &'a str,
+    pub create_table: bool,
+    pub s3_endpoint: &'a str,
+    /// Extra keys of the iceberg sink, each line indented by six spaces.
+    pub extra_iceberg_yaml: &'a str,
 }
 
-impl Harness {
-    pub fn new(test: &str) -> Harness {
-        Self::with(test, Options::default())
-    }
-
-    pub fn with(test: &str, opts: Options) -> Harness {
-        let env = ServerEnv::get();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut namespace = vec![unique(test)];
-        namespace.extend(opts.namespace_tail.iter().map(|s| s.to_string()));
-        // Short on purpose: s3s-fs stores multipart-upload state in a file named after the
-        // base64 of the object key, so keys over ~127 characters fail there (pyiceberg uploads
-        // metadata as multipart: `{prefix}/thadam/v1/{pipeline}/{dataset}/metadata/snap-...`).
-        let pipeline = short_unique("p");
-        let prefix = short_unique("l");
-        let datasets = opts.datasets.join(", ");
-        let yaml = format!(
-            r#"
+/// The thadam YAML of a test config (S3 keys as `${env:...}` references).
+pub fn render_yaml(p: &YamlParts<'_>) -> String {
+    format!(
+        r#"
 sinks:
   - id: local
     kind: parquet
@@ -150,15 +138,81 @@ sinks:
       retry: {{ initial: 100ms, max: 2s, jitter: true }}
 {extra}
 "#,
-            dir = dir.path().display(),
-            unsigned = opts.unsigned,
-            bucket = env.bucket,
-            catalog = env.catalog_uri,
-            namespace = namespace.join("."),
-            create = opts.create_table,
-            s3 = env.s3_endpoint,
-            extra = opts.extra_iceberg_yaml,
-        );
+        dir = p.dir.display(),
+        unsigned = p.unsigned,
+        datasets = p.datasets.join(", "),
+        pipeline = p.pipeline,
+        bucket = p.bucket,
+        prefix = p.prefix,
+        catalog = p.catalog_uri,
+        namespace = p.namespace,
+        create = p.create_table,
+        s3 = p.s3_endpoint,
+        extra = p.extra_iceberg_yaml,
+    )
+}
+
+/// An example binary (`target/<profile>/examples/NAME`), next to this test binary's `deps/`.
+/// `cargo test --all-targets` (what scripts/test runs) builds the examples.
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: build the examples first (`cargo test --all-targets`, as scripts/test \
+         does, or `cargo build --examples`)",
+        bin.display()
+    );
+    bin
+}
+
+pub struct Harness {
+    pub env: ServerEnv,
+    pub dir: tempfile::TempDir,
+    pub config: RegistrarConfig,
+    pub store: Arc<dyn ObjectStore>,
+    pub log: SegmentLogWriter,
+    pub namespace: Vec<String>,
+    pub pipeline: String,
+    pub prefix: String,
+    /// The YAML the config was loaded from (secrets as `${env:...}` references).
+    pub yaml: String,
+    shipped: u64,
+}
+
+impl Harness {
+    pub fn new(test: &str) -> Harness {
+        Self::with(test, Options::default())
+    }
+
+    pub fn with(test: &str, opts: Options) -> Harness {
+        let env = ServerEnv::get();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut namespace = vec![unique(test)];
+        namespace.extend(opts.namespace_tail.iter().map(|s| s.to_string()));
+        // Short on purpose: s3s-fs stores multipart-upload state in a file named after the
+        // base64 of the object key, so keys over ~127 characters fail there (pyiceberg uploads
+        // metadata as multipart: `{prefix}/thadam/v1/{pipeline}/{dataset}/metadata/snap-...`).
+        let pipeline = short_unique("p");
+        let prefix = short_unique("l");
+        let yaml = render_yaml(&YamlParts {
+            dir: dir.path(),
+            unsigned: opts.unsigned,
+            datasets: &opts.datasets,
+            pipeline: &pipeline,
+            bucket: &env.bucket,
+            prefix: &prefix,
+            catalog_uri: &env.catalog_uri,
+            namespace: &namespace.join("."),
+            create_table: opts.create_table,
+            s3_endpoint: &env.s3_endpoint,
+            extra_iceberg_yaml: &opts.extra_iceberg_yaml,
+        });
         let config = Config::from_yaml_str(&yaml, dir.path())
             .expect("test config is valid")
             .registrars
@@ -255,17 +309,7 @@ sinks:
 
     /// Runs a registrar until it has handled `n` segments, then stops it cleanly.
     pub async fn run_until_handled(&self, n: u64) -> RegistrarStatus {
-        let handle = self.start().await;
-        let status = tokio::time::timeout(
-            Duration::from_secs(180),
-            handle.wait_until(|s| s.handled() >= n),
-        )
-        .await
-        .expect("registrar caught up in time (hang guard)")
-        .expect("registrar ran without a fatal error");
-        handle.stop();
-        handle.wait().await.expect("clean stop");
-        status
+        Self::finish(self.start().await, n).await
     }
 
     /// Runs a registrar expecting it to stop on a fatal error, which is returned.
