@@ -13,8 +13,10 @@
 #   benches/e2e.sh [--segments N] [--rows R] [--rate R] [--duration S] [--per-file N]
 #                  [--per-file-no-check N] [--keep]
 #
+# --per-file N: 0 adds all files one by one (hours at 2,000: each call slows as the table grows).
 # --per-file-no-check N also adds N files one by one with check_duplicate_files=False (0: skip).
-# --keep leaves the servers and the state dir (configs, segment logs, logs, raw JSON results).
+# --keep keeps the state dir (configs, segment logs, server logs, raw JSON results); the servers
+# are stopped either way.
 #
 # s3s-fs runs with TCP_NODELAY on its accepted sockets (benches/e2e/nodelay.c, LD_PRELOAD via
 # scripts/servers' THADAM_S3_PRELOAD): stock s3s-fs stalls ~44 ms on GETs with a body, which would
@@ -61,7 +63,7 @@ cleanup() {
         wait "$REG_PID" 2>/dev/null || true
     fi
     if [[ -n "$STATE" ]]; then
-        "$THADAM_REPO_ROOT/scripts/servers" stop "$STATE" || true
+        "$THADAM_REPO_ROOT/scripts/servers" stop "$STATE/srv" || true
         if [[ "$keep" == 0 ]]; then
             rm -rf "$STATE"
         else
@@ -97,6 +99,7 @@ cargo build --release --locked --examples >&2
 BIN="$CARGO_TARGET_DIR/release/examples"
 PY="$THADAM_VENV_PYTHON"
 BENCH_PY="$THADAM_REPO_ROOT/benches/e2e/bench.py"
+export PYTHONDONTWRITEBYTECODE=1
 
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/thadam-e2e.XXXXXX")"
 R="$STATE/results"
@@ -162,16 +165,36 @@ warm_up() {
     last_seq "$out"
 }
 
+# cpu_busy_pct: how busy all CPUs were over the next 2 s (from /proc/stat): other work on the
+# machine distorts every figure, so the report shows it.
+cpu_busy_pct() {
+    local a b
+    a="$(head -n1 /proc/stat)"
+    sleep 2
+    b="$(head -n1 /proc/stat)"
+    awk -v a="$a" -v b="$b" 'BEGIN {
+        n = split(a, x); split(b, y); total = 0
+        for (i = 2; i <= n; i++) total += y[i] - x[i]
+        idle = (y[5] - x[5]) + (y[6] - x[6])
+        printf "%.0f", (total > 0 ? 100 * (total - idle) / total : 0)
+    }'
+}
+
 machine_info() {
     local mem cpu
     mem="$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
     cpu="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
     echo "command:    $command_line"
-    echo "machine:    $(nproc) CPUs (${cpu:-unknown}), $mem RAM, $(uname -sr); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "machine:    $(nproc) CPUs (${cpu:-unknown}), $mem RAM, $(uname -sr)"
+    echo "before:     CPUs ${busy}% busy over 2 s with the servers idle; load $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, the build included)"
     echo "registrar:  thadam-iceberg $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+uncommitted changes'), release build, $(rustc --version | cut -d' ' -f1-2), default tuning"
     echo "servers:    Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
     echo "pyiceberg:  $("$PY" -c 'import pyiceberg, pyarrow, sys; print(f"pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, Python {sys.version.split()[0]}")'), PyArrowFileIO"
 }
+busy="$(cpu_busy_pct)"
+if ((busy > 20)); then
+    warn "the CPUs are ${busy}% busy before the benchmark starts: other work will distort the figures"
+fi
 machine_info >"$R/env.txt"
 
 # ---- 1. backlog ---------------------------------------------------------------------------------
@@ -247,6 +270,8 @@ log "pyiceberg: add_files over the same $segments objects"
 "$PY" "$BENCH_PY" add-files --log "$STATE/segments-backlog/segment-catalog.log" \
     --after-seq "$backlog_after" --source-table bench.backlog --namespace bench \
     --per-file "$per_file" --per-file-no-check "$per_file_no_check" >"$R/add_files.json"
+
+echo "after:      load $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, this run included)" >>"$R/env.txt"
 
 # ---- 4. the table -------------------------------------------------------------------------------
 "$PY" "$BENCH_PY" report --results "$R"

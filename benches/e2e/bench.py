@@ -5,8 +5,9 @@ of `scripts/servers` in the environment.
     bench.py table     --table NS.NAME                       -> JSON: snapshots, data files, sizes
     bench.py latency   --table NS.NAME --log FILE [--after-seq N]
                                                              -> JSON: per-segment latency figures
-    bench.py add-files --log FILE --source-table NS.NAME --namespace NS --per-file N
-                       [--per-file-budget S]                 -> JSON: pyiceberg timings
+    bench.py add-files --log FILE [--after-seq N] --source-table NS.NAME --namespace NS
+                       --per-file N [--per-file-no-check N] [--per-file-budget S]
+                                                             -> JSON: pyiceberg timings
     bench.py metrics   --url URL --table NS.NAME             -> JSON: a few /metrics figures
     bench.py report    --results DIR                         -> the table, on stdout
 
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -120,21 +122,54 @@ def cmd_table(args) -> dict:
     }
 
 
+def commit_times_ms(table) -> dict[int, float]:
+    """snapshot id -> when the catalog wrote the metadata file that first made it current (the
+    file's mtime in s3s-fs's data directory, on this machine's clock; the catalog swaps its
+    pointer to that file right after). Metadata files are numbered by version
+    (`00012-<uuid>.metadata.json`), so the first one naming a snapshot is its commit's."""
+    location = table.metadata.location.removeprefix("s3://")
+    folder = Path(os.environ["THADAM_TEST_S3_DATA_DIR"]) / location / "metadata"
+    files = sorted(folder.glob("*.metadata.json"), key=lambda p: int(p.name.split("-", 1)[0]))
+    pattern = re.compile(rb'"current-snapshot-id"\s*:\s*(-?\d+)')
+    out: dict[int, float] = {}
+    for path in files:
+        with path.open("rb") as f:
+            head = f.read(65536)
+            found = pattern.search(head) or pattern.search(head + f.read())
+        if found:
+            out.setdefault(int(found.group(1)), path.stat().st_mtime_ns / 1e6)
+    return out
+
+
+def latency_figures(values: list[float]) -> dict:
+    values = sorted(values)
+    return {
+        "p50_ms": percentile(values, 50),
+        "p90_ms": percentile(values, 90),
+        "p99_ms": percentile(values, 99),
+        "max_ms": values[-1] if values else float("nan"),
+        "mean_ms": sum(values) / len(values) if values else float("nan"),
+        "min_ms": values[0] if values else float("nan"),
+    }
+
+
 def cmd_latency(args) -> dict:
     table = catalog().load_table(args.table)
     bucket = os.environ["THADAM_TEST_BUCKET"]
     timestamps = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     added_by = data_file_snapshots(table)
     segments = uploaded(args.log, args.after_seq)
-    latencies, missing, per_snapshot = [], 0, {}
+    committed_at = commit_times_ms(table)
+    latencies, to_commit, missing, per_snapshot = [], [], 0, {}
     for seg in segments:
         snapshot_id = added_by.get(f"s3://{bucket}/{seg['object_key']}")
         if snapshot_id is None:
             missing += 1
             continue
         latencies.append(timestamps[snapshot_id] - seg["uploaded_at_ms"])
+        if snapshot_id in committed_at:
+            to_commit.append(committed_at[snapshot_id] - seg["uploaded_at_ms"])
         per_snapshot[snapshot_id] = per_snapshot.get(snapshot_id, 0) + 1
-    latencies.sort()
     return {
         "table": args.table,
         "segments": len(segments),
@@ -142,12 +177,8 @@ def cmd_latency(args) -> dict:
         "missing": missing,
         "snapshots": len(per_snapshot),
         "max_segments_per_snapshot": max(per_snapshot.values(), default=0),
-        "p50_ms": percentile(latencies, 50),
-        "p90_ms": percentile(latencies, 90),
-        "p99_ms": percentile(latencies, 99),
-        "max_ms": latencies[-1] if latencies else float("nan"),
-        "mean_ms": sum(latencies) / len(latencies) if latencies else float("nan"),
-        "min_ms": latencies[0] if latencies else float("nan"),
+        **latency_figures(latencies),
+        "to_commit": {"segments": len(to_commit), **latency_figures(to_commit)},
     }
 
 
@@ -306,15 +337,23 @@ def cmd_report(args) -> None:
     flow, lat, met, shipper = (load("flow-run.json"), load("flow-latency.json"),
                                load("flow-metrics.json"), load("flow-shipper.txt"))
     if flow and lat:
-        row("2. STEADY FLOW", f"{lat['segments']:,} segments", shipper or "")
+        row("2. STEADY FLOW", f"{lat['segments']:,} segments",
+            (shipper or "").split(" to s3://", 1)[0] + "; registrar running throughout")
         row("registered", f"{lat['registered']:,}",
-            f"in {lat['snapshots']} snapshots, at most {lat['max_segments_per_snapshot']} "
+            f"in {lat['snapshots']:,} snapshots, at most {lat['max_segments_per_snapshot']} "
             "segments in one" + (f"; {lat['missing']} MISSING" if lat["missing"] else ""))
         row("latency p50", f"{lat['p50_ms']:.0f} ms",
             "exact, per segment: uploaded_at_ms of its Uploaded record -> timestamp-ms of")
         row("latency p99", f"{lat['p99_ms']:.0f} ms",
             "the snapshot whose manifest entry added its file (p90 "
             f"{lat['p90_ms']:.0f}, max {lat['max_ms']:.0f}, mean {lat['mean_ms']:.0f} ms)")
+        tc = lat.get("to_commit") or {}
+        if tc.get("segments"):
+            row("to the catalog's commit: p50", f"{tc['p50_ms']:.0f} ms",
+                "exact, per segment: uploaded_at_ms -> mtime of the first metadata.json making")
+            row("to the catalog's commit: p99", f"{tc['p99_ms']:.0f} ms",
+                f"its snapshot current (written by the catalog; {tc['segments']} segments; "
+                f"max {tc['max_ms']:.0f} ms)")
         vals = (met or {}).get("values", {})
         commits = vals.get("thadam_iceberg_commit_duration_seconds_count", 0)
         if commits:
