@@ -6,7 +6,7 @@
 //! summaries); after any failed commit it reloads the table and rebuilds that set, so a segment is
 //! never appended twice, whatever happened to the previous attempt.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,6 +34,39 @@ pub struct CommitterArgs {
     pub merger: ActorRef<SchemaMergerMsg>,
 }
 
+/// The segments a committer holds, by catalog sequence number, with an index of their object
+/// keys so that a replayed segment is recognised in O(1) however long the backlog is.
+#[derive(Default)]
+struct PendingQueue {
+    by_seq: BTreeMap<u64, Pending>,
+    keys: HashSet<String>,
+}
+
+impl PendingQueue {
+    fn holds(&self, segment: &UploadedSegment) -> bool {
+        self.by_seq.contains_key(&segment.seq) || self.keys.contains(&segment.object_key)
+    }
+
+    fn insert(&mut self, pending: Pending) {
+        self.keys.insert(pending.segment.object_key.clone());
+        self.by_seq.insert(pending.segment.seq, pending);
+    }
+
+    fn remove(&mut self, seq: &u64) -> Option<Pending> {
+        let removed = self.by_seq.remove(seq)?;
+        self.keys.remove(&removed.segment.object_key);
+        Some(removed)
+    }
+
+    fn get_mut(&mut self, seq: &u64) -> Option<&mut Pending> {
+        self.by_seq.get_mut(seq)
+    }
+
+    fn len(&self) -> usize {
+        self.by_seq.len()
+    }
+}
+
 /// One segment waiting to be committed.
 struct Pending {
     segment: UploadedSegment,
@@ -49,8 +82,8 @@ pub struct CommitterState {
     /// The table as of our last load or commit; `None` before it exists (create_table: true).
     table: Option<Table>,
     committed: CommittedSet,
-    /// Segments not yet committed, by catalog sequence number.
-    pending: BTreeMap<u64, Pending>,
+    /// Segments not yet committed, in catalog order.
+    pending: PendingQueue,
     reads_in_flight: usize,
     initialised: bool,
     /// A `LingerElapsed` message is scheduled.
@@ -76,7 +109,7 @@ impl Actor for Committer {
             name,
             table: None,
             committed: CommittedSet::default(),
-            pending: BTreeMap::new(),
+            pending: PendingQueue::default(),
             reads_in_flight: 0,
             initialised: false,
             linger_armed: false,
@@ -167,6 +200,7 @@ impl CommitterState {
         // Segments that arrived before Init were accepted before the committed set was known.
         let already: Vec<u64> = self
             .pending
+            .by_seq
             .iter()
             .filter(|(_, p)| self.committed.contains(&p.segment))
             .map(|(seq, _)| *seq)
@@ -191,23 +225,16 @@ impl CommitterState {
             self.skipped(&segment);
             return;
         }
-        let duplicate = self.pending.contains_key(&segment.seq)
-            || self
-                .pending
-                .values()
-                .any(|p| p.segment.object_key == segment.object_key);
-        if duplicate {
+        // A feed may deliver a segment again (replay): the first copy is enough.
+        if self.pending.holds(&segment) {
             return;
         }
-        self.pending.insert(
-            segment.seq,
-            Pending {
-                segment,
-                read_requested: false,
-                footer: None,
-                arrived: Instant::now(),
-            },
-        );
+        self.pending.insert(Pending {
+            segment,
+            read_requested: false,
+            footer: None,
+            arrived: Instant::now(),
+        });
         self.publish_backlog();
     }
 
@@ -245,7 +272,7 @@ impl CommitterState {
 
     fn request_footers(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         let limit = self.ctx().tuning.reads_per_table.max(1);
-        for (seq, p) in self.pending.iter_mut() {
+        for (seq, p) in self.pending.by_seq.iter_mut() {
             if self.reads_in_flight >= limit {
                 break;
             }
@@ -279,7 +306,7 @@ impl CommitterState {
         let mut bytes = 0u64;
         let mut full = false;
         let mut next_in_flight = false;
-        for p in self.pending.values() {
+        for p in self.pending.by_seq.values() {
             let Some(footer) = &p.footer else {
                 next_in_flight = p.read_requested;
                 break;
@@ -303,7 +330,12 @@ impl CommitterState {
             return Vec::new();
         }
         let linger = ctx.linger();
-        let oldest = self.pending.values().next().map(|p| p.arrived.elapsed());
+        let oldest = self
+            .pending
+            .by_seq
+            .values()
+            .next()
+            .map(|p| p.arrived.elapsed());
         if let Some(waited) = oldest.filter(|w| *w < linger) {
             if !self.linger_armed {
                 self.linger_armed = true;
@@ -512,5 +544,45 @@ impl CommitterState {
         self.ctx().status.update(&self.name.to_string(), |s| {
             s.last_error = Some(e.to_string())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(seq: u64, key: &str) -> UploadedSegment {
+        UploadedSegment {
+            seq,
+            dataset: "telemetry".into(),
+            segment_id: format!("s{seq}"),
+            object_key: key.into(),
+            file_size: 1,
+            row_count: 1,
+            uploaded_at_ms: 0,
+            catalog_id: None,
+        }
+    }
+
+    fn pending(s: UploadedSegment) -> Pending {
+        Pending {
+            segment: s,
+            read_requested: false,
+            footer: None,
+            arrived: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_replayed_segment_is_recognised_by_seq_or_key_until_removed() {
+        let mut q = PendingQueue::default();
+        q.insert(pending(segment(2, "a")));
+        assert!(q.holds(&segment(2, "a")));
+        assert!(q.holds(&segment(9, "a")), "same key under another seq");
+        assert!(q.holds(&segment(2, "b")), "same seq");
+        assert!(!q.holds(&segment(3, "b")));
+        assert!(q.remove(&2).is_some());
+        assert!(!q.holds(&segment(2, "a")), "the key index follows removals");
+        assert_eq!(q.len(), 0);
     }
 }
