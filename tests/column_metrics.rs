@@ -17,7 +17,6 @@ use arrow_array::{
 use arrow_schema::{DataType, Fields, Schema, TimeUnit};
 use bytes::Bytes;
 use common::Harness;
-use futures::TryStreamExt;
 use iceberg::expr::Reference;
 use iceberg::spec::{DataFile, Datum, PrimitiveLiteral};
 use iceberg::table::Table;
@@ -448,18 +447,7 @@ print(json.dumps({
     let filter = Reference::new("ts")
         .greater_than_or_equal_to(Datum::timestamptz_micros(start + 110_000_000))
         .and(Reference::new("ts").less_than(Datum::timestamptz_micros(start + 130_000_000)));
-    let files: Vec<String> = table
-        .scan()
-        .with_filter(filter)
-        .build()
-        .expect("scan")
-        .plan_files()
-        .await
-        .expect("plan")
-        .map_ok(|t| t.data_file_path().to_string())
-        .try_collect()
-        .await
-        .expect("files");
+    let files = common::planned_files(&table, Some(filter)).await;
     assert_eq!(files, vec![format!("s3://{}/{}", h.env.bucket, keys[1])]);
 }
 

@@ -336,32 +336,17 @@ impl Harness {
     }
 }
 
-/// The distinct data files of the table's current snapshot.
-pub async fn data_files(table: &Table) -> BTreeSet<String> {
-    if table.metadata().current_snapshot().is_none() {
-        return BTreeSet::new();
-    }
-    table
-        .scan()
-        .build()
-        .expect("scan")
-        .plan_files()
-        .await
-        .expect("plan")
-        .map_ok(|t| t.data_file_path().to_string())
-        .try_collect()
-        .await
-        .expect("files")
-}
-
-/// Every data file path of the current snapshot, duplicates included (a file registered twice
-/// appears twice).
-pub async fn data_file_list(table: &Table) -> Vec<String> {
+/// The data file paths a scan of the current snapshot plans, optionally filtered (pruned by the
+/// files' column metrics), sorted, duplicates included: a file registered twice appears twice.
+pub async fn planned_files(table: &Table, filter: Option<iceberg::expr::Predicate>) -> Vec<String> {
     if table.metadata().current_snapshot().is_none() {
         return Vec::new();
     }
-    let mut files: Vec<String> = table
-        .scan()
+    let mut scan = table.scan();
+    if let Some(filter) = filter {
+        scan = scan.with_filter(filter);
+    }
+    let mut files: Vec<String> = scan
         .build()
         .expect("scan")
         .plan_files()
@@ -373,6 +358,16 @@ pub async fn data_file_list(table: &Table) -> Vec<String> {
         .expect("files");
     files.sort();
     files
+}
+
+/// Every data file path of the current snapshot, duplicates included.
+pub async fn data_file_list(table: &Table) -> Vec<String> {
+    planned_files(table, None).await
+}
+
+/// The distinct data files of the table's current snapshot.
+pub async fn data_files(table: &Table) -> BTreeSet<String> {
+    planned_files(table, None).await.into_iter().collect()
 }
 
 /// Asserts every key is registered exactly once and nothing else is in the table.
