@@ -111,11 +111,6 @@ impl CommittedSet {
                 .is_some_and(|mark| segment.seq <= *mark)
     }
 
-    /// Whether some snapshot summary lists `object_key`.
-    pub fn contains_key(&self, object_key: &str) -> bool {
-        self.ids.contains(&SegmentId::of(object_key))
-    }
-
     /// The watermark of `catalog_id`, if the table has one.
     pub fn watermark(&self, catalog_id: &str) -> Option<u64> {
         self.watermarks.get(catalog_id).copied()
@@ -130,15 +125,6 @@ impl CommittedSet {
                 *mark = (*mark).max(s.seq);
             }
         }
-    }
-
-    /// How many segments the summaries list.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty() && self.watermarks.is_empty()
     }
 }
 
