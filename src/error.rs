@@ -28,6 +28,11 @@ pub enum ErrorCode {
     SegmentCatalogCorrupt,
     /// The catalog answered something we cannot act on (4xx other than auth/conflict, bad JSON).
     CatalogRejected,
+    /// The table has a property or feature this registrar cannot write (e.g. an unparsable
+    /// `commit.*` property, a format feature iceberg-rust does not support).
+    TableUnsupported,
+    /// An embedded feed delivered a segment out of catalog order.
+    FeedOutOfOrder,
     /// A network or server fault (unreachable, 5xx, timeout). Retried with backoff.
     Unavailable,
     /// Work abandoned because the registrar is stopping (not a failure).
@@ -48,6 +53,8 @@ impl ErrorCode {
             ErrorCode::ObjectMissing => "sink.iceberg_object_missing",
             ErrorCode::SegmentCatalogCorrupt => "segment_catalog.corrupt",
             ErrorCode::CatalogRejected => "sink.iceberg_catalog_rejected",
+            ErrorCode::TableUnsupported => "sink.iceberg_table_unsupported",
+            ErrorCode::FeedOutOfOrder => "feed.out_of_order",
             ErrorCode::Unavailable => "sink.iceberg_unavailable",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",

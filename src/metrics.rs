@@ -153,6 +153,13 @@ pub const METRICS: &[MetricDoc] = &[
         "Segments skipped because the table already had them (restart, replay, another writer).",
     ),
     doc(
+        "thadam_iceberg_watermark_diverged_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Watermarks found not to match the segment catalog being read (restored from a backup, cloned, rewritten): not trusted; segments were checked by id and against the live data files.",
+    ),
+    doc(
         "thadam_iceberg_token_exchanges_total",
         Kind::Counter,
         NONE,

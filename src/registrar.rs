@@ -113,6 +113,7 @@ impl Registrar {
             status: status.clone(),
             shutdown,
             tuning,
+            history: feed.history(),
         });
         let outcome: Outcome = Arc::new(Mutex::new(None));
         let (supervisor, join) = Actor::spawn(

@@ -114,8 +114,9 @@ impl BeforeAppend for CompetingWriter {
             return;
         }
         let first = &batch[..1];
-        let committed = CommittedSet::from_metadata(base.metadata());
-        let tx = append_transaction(base, &self.bucket, "competitor", first, &committed)
+        let mut committed = CommittedSet::from_metadata(base.metadata());
+        let watermark = committed.watermark_update(&[&first[0].segment]);
+        let tx = append_transaction(base, &self.bucket, "competitor", first, watermark.as_ref())
             .expect("competitor's append");
         let adapter = CommitAdapter::new(self.client.clone(), name.clone(), base.clone(), None);
         tx.commit(&adapter).await.expect("the competitor wins");

@@ -3,12 +3,17 @@
 //! It keeps the segments it has been sent in catalog order, asks the footer pool for their
 //! footers (several in flight), and commits the longest ready prefix as one snapshot. Before each
 //! commit it knows which object keys the table already holds (the committed set, from snapshot
-//! summaries); after any failed commit it reloads the table and rebuilds that set, so a segment is
+//! summaries and watermarks); whenever it takes a newer version of the table (a reload after a
+//! failed commit, a table another registrar created first, a schema commit whose answer carries
+//! other writers' snapshots) it rebuilds that set and filters the batch again, so a segment is
 //! never appended twice, whatever happened to the previous attempt.
+//!
+//! A watermark is used only once it has been checked against the log this committer reads (see
+//! `table::committed`): segments it would cover wait, without a footer read, until then.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use iceberg::table::Table;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -24,6 +29,7 @@ use crate::protocol::segment::UploadedSegment;
 use crate::retry::retry_transient;
 use crate::table::CommittedSet;
 use crate::table::append::{ReadySegment, append_transaction};
+use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint};
 
 pub struct Committer;
 
@@ -70,6 +76,8 @@ impl PendingQueue {
 /// One segment waiting to be committed.
 struct Pending {
     segment: UploadedSegment,
+    /// False while a watermark that may cover it is unchecked (no footer is read meanwhile).
+    decided: bool,
     read_requested: bool,
     footer: Option<Arc<SegmentFooter>>,
     /// When the committer took it (for `commit.linger`).
@@ -88,7 +96,15 @@ pub struct CommitterState {
     initialised: bool,
     /// A `LingerElapsed` message is scheduled.
     linger_armed: bool,
+    /// Fingerprints of the latest segments seen, by seq, so that a watermark another writer of
+    /// the same log just moved is checked without reading the log (bounded: [`RECENT`]).
+    recent: BTreeMap<u64, SegmentId>,
+    /// 409s in a row, for the backoff that lets the other writer through.
+    conflicts: u32,
 }
+
+/// How many recent fingerprints a committer keeps.
+const RECENT: usize = 4096;
 
 impl Actor for Committer {
     type Msg = CommitterMsg;
@@ -113,6 +129,8 @@ impl Actor for Committer {
             reads_in_flight: 0,
             initialised: false,
             linger_armed: false,
+            recent: BTreeMap::new(),
+            conflicts: 0,
         })
     }
 
@@ -198,30 +216,42 @@ impl CommitterState {
             .status
             .update(&self.name.to_string(), |s| s.resolved = true);
         // Segments that arrived before Init were accepted before the committed set was known.
-        let already: Vec<u64> = self
-            .pending
-            .by_seq
-            .iter()
-            .filter(|(_, p)| self.committed.contains(&p.segment))
-            .map(|(seq, _)| *seq)
-            .collect();
-        for seq in already {
-            if let Some(p) = self.pending.remove(&seq) {
-                self.skipped(&p.segment);
-            }
+        for p in self.pending.by_seq.values_mut() {
+            p.decided = false;
         }
         self.publish_backlog();
         Ok(())
     }
 
-    /// Takes a table from a load or a commit, and rebuilds the committed set from its snapshots.
+    /// Takes a newer version of the table (a load, a creation, a schema commit's answer), and
+    /// rebuilds the committed set from it: another writer may have added snapshots or moved a
+    /// watermark. Verdicts on unchanged watermarks are kept.
     fn adopt(&mut self, table: Table) {
-        self.committed = CommittedSet::from_metadata(table.metadata());
+        let same_table = self
+            .table
+            .as_ref()
+            .is_some_and(|t| t.metadata().uuid() == table.metadata().uuid());
+        if !same_table {
+            self.committed.forget_live_files();
+        }
+        self.committed.refresh(table.metadata());
         self.table = Some(table);
     }
 
+    /// Identifies the version of the table the committer holds.
+    fn table_version(&self) -> Option<(String, Option<i64>)> {
+        self.table.as_ref().map(|t| {
+            (
+                t.metadata_location().unwrap_or_default().to_string(),
+                t.metadata().current_snapshot_id(),
+            )
+        })
+    }
+
     fn accept(&mut self, segment: UploadedSegment) {
-        if self.committed.contains(&segment) {
+        let decision = self.committed.decide(&segment);
+        if decision == Decision::Registered {
+            self.remember(&segment);
             self.skipped(&segment);
             return;
         }
@@ -231,11 +261,153 @@ impl CommitterState {
         }
         self.pending.insert(Pending {
             segment,
+            decided: decision == Decision::Missing,
             read_requested: false,
             footer: None,
             arrived: Instant::now(),
         });
         self.publish_backlog();
+    }
+
+    fn remember(&mut self, segment: &UploadedSegment) {
+        self.recent.insert(segment.seq, fingerprint(segment));
+        while self.recent.len() > RECENT {
+            self.recent.pop_first();
+        }
+    }
+
+    /// Decides every pending segment still waiting on an unchecked watermark: checks the
+    /// watermarks of their catalogs against the log, lists the table's live data files if a
+    /// diverged one leaves it open, and drops what the table already has.
+    async fn decide_pending(&mut self) -> Result<()> {
+        if self.pending.by_seq.values().all(|p| p.decided) {
+            return Ok(());
+        }
+        let catalogs: BTreeSet<String> = self
+            .pending
+            .by_seq
+            .values()
+            .filter(|p| !p.decided)
+            .filter_map(|p| p.segment.catalog_id.clone())
+            .collect();
+        self.check_watermarks(&catalogs).await?;
+        let needs_live =
+            self.pending.by_seq.values().any(|p| {
+                !p.decided && self.committed.decide(&p.segment) == Decision::NeedsLiveFiles
+            });
+        if needs_live {
+            self.list_live_files().await?;
+        }
+        let mut registered = Vec::new();
+        for (seq, p) in self.pending.by_seq.iter_mut().filter(|(_, p)| !p.decided) {
+            match self.committed.decide(&p.segment) {
+                Decision::Registered => registered.push(*seq),
+                Decision::Missing => p.decided = true,
+                other => {
+                    return Err(Error::internal(format!(
+                        "segment seq {seq} still undecided ({other:?}) after its watermarks were checked"
+                    )));
+                }
+            }
+        }
+        for seq in registered {
+            if let Some(p) = self.pending.remove(&seq) {
+                self.remember(&p.segment);
+                self.skipped(&p.segment);
+            }
+        }
+        self.publish_backlog();
+        Ok(())
+    }
+
+    /// Checks the unchecked watermarks of `catalogs` against the records this committer has
+    /// seen, or else against the feed's history (one streaming pass over the log).
+    async fn check_watermarks(&mut self, catalogs: &BTreeSet<String>) -> Result<()> {
+        for catalog in catalogs {
+            let marks = self.committed.unchecked(catalog);
+            if marks.is_empty() {
+                continue;
+            }
+            let mut unknown: Vec<Mark> = Vec::new();
+            for mark in marks {
+                let local = self
+                    .pending
+                    .by_seq
+                    .get(&mark.seq)
+                    .filter(|p| p.segment.catalog_id.as_deref() == Some(catalog.as_str()))
+                    .map(|p| fingerprint(&p.segment))
+                    .or_else(|| self.recent.get(&mark.seq).copied());
+                match local {
+                    Some(fp) => self.settle(&mark, Some(fp)),
+                    None => unknown.push(mark),
+                }
+            }
+            if unknown.is_empty() {
+                continue;
+            }
+            let Some(history) = self.ctx().history.clone() else {
+                // The feed promises its catalog ids never reuse a seq: take them as written.
+                for mark in unknown {
+                    self.committed.settle(&mark, MarkState::Trusted);
+                }
+                continue;
+            };
+            let seqs: Vec<u64> = unknown.iter().map(|m| m.seq).collect();
+            let id = catalog.clone();
+            let found = tokio::task::spawn_blocking(move || history.uploaded_at(&id, &seqs))
+                .await
+                .map_err(|e| {
+                    Error::internal(format!("reading the segment catalog failed: {e}"))
+                })??;
+            for mark in unknown {
+                let fp = found.get(&mark.seq).map(fingerprint);
+                self.settle(&mark, fp);
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles `mark` given the fingerprint of the record at its seq in our log (`None`: the log
+    /// has no such record).
+    fn settle(&mut self, mark: &Mark, record: Option<SegmentId>) {
+        if record.is_some() && record == mark.fingerprint {
+            self.committed.settle(mark, MarkState::Trusted);
+            return;
+        }
+        tracing::warn!(
+            table = %self.name,
+            property = %mark.key,
+            seq = mark.seq,
+            "the segment catalog has diverged from the history this watermark was written for \
+             (restored from a backup, cloned, or rewritten): it is not trusted; segments are \
+             checked against the snapshot summaries and the table's live data files instead, and \
+             this log's registrations go under a watermark of their own"
+        );
+        metrics::counter!("thadam_iceberg_watermark_diverged_total", "table" => self.name.to_string())
+            .increment(1);
+        self.committed.settle(mark, MarkState::Diverged);
+    }
+
+    /// Lists the object keys of the table's live data files (one pass over the current
+    /// snapshot's manifests): only needed when a diverged watermark leaves open whether a
+    /// segment it would have covered is in the table (its snapshot may have been expired).
+    async fn list_live_files(&mut self) -> Result<()> {
+        let Some(table) = self.table.clone() else {
+            self.committed.set_live_files(HashSet::new());
+            return Ok(());
+        };
+        let prefix = format!("s3://{}/", self.ctx().config.url.bucket);
+        let ctx = Arc::clone(&self.args.ctx);
+        let mut shutdown = ctx.shutdown.clone();
+        let what = format!("listing the data files of {}", self.name);
+        let ids = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+            live_file_ids(&table, &prefix)
+        })
+        .await?
+        .ok_or_else(Error::cancelled)?;
+        tracing::info!(table = %self.name, files = ids.len(), "listed the table's live data files");
+        self.committed.set_live_files(ids);
+        Ok(())
     }
 
     fn skipped(&self, segment: &UploadedSegment) {
@@ -261,6 +433,7 @@ impl CommitterState {
     /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         loop {
+            self.decide_pending().await?;
             self.request_footers(myself)?;
             let batch = self.ready_batch(myself);
             if batch.is_empty() {
@@ -276,7 +449,7 @@ impl CommitterState {
             if self.reads_in_flight >= limit {
                 break;
             }
-            if p.read_requested {
+            if p.read_requested || !p.decided {
                 continue;
             }
             p.read_requested = true;
@@ -347,29 +520,26 @@ impl CommitterState {
     }
 
     /// Makes the table ready for every file of the batch (creation, schema evolution), then
-    /// appends the batch, retrying until it is in the table or the error is fatal.
+    /// appends the batch, retrying until it is in the table or the error is fatal. Whenever the
+    /// table it builds on changes (a reload, a creation another registrar won, a schema commit
+    /// that brought other writers' snapshots along), the batch is filtered again first.
     async fn commit_batch(&mut self, batch: Vec<ReadySegment>) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let mut attempt: u32 = 0;
         let started = std::time::Instant::now();
         loop {
-            // Whatever the table already has is done: another writer, or our own lost answer.
-            let todo: Vec<ReadySegment> = batch
-                .iter()
-                .filter(|r| !self.committed.contains(&r.segment))
-                .cloned()
-                .collect();
-            for r in batch.iter().filter(|r| self.committed.contains(&r.segment)) {
-                if self.pending.remove(&r.segment.seq).is_some() {
-                    self.skipped(&r.segment);
-                }
-            }
+            let todo = self.still_missing(&batch).await?;
             if todo.is_empty() {
                 self.publish_backlog();
                 return Ok(());
             }
+            let filtered_against = self.table_version();
             self.reconcile_schema(&todo).await?;
+            if self.table_version() != filtered_against {
+                // A newer table: what it holds may include some of `todo`.
+                continue;
+            }
             let table = self
                 .table
                 .clone()
@@ -377,12 +547,14 @@ impl CommitterState {
             if let Some(hook) = &ctx.tuning.hooks.before_append {
                 hook.before_append(&self.name, &table, &todo).await;
             }
+            let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
+            let watermark = self.committed.watermark_update(&segments);
             let tx = append_transaction(
                 &table,
                 &ctx.config.url.bucket,
                 &ctx.writer_id(),
                 &todo,
-                &self.committed,
+                watermark.as_ref(),
             )?;
             let key = uuid::Uuid::new_v4().to_string();
             let adapter =
@@ -395,16 +567,13 @@ impl CommitterState {
             };
             let failure = match outcome {
                 Ok(new_table) => {
-                    self.committed_ok(new_table, &todo, started);
+                    self.conflicts = 0;
+                    self.committed_ok(new_table, &todo, watermark.as_ref(), started);
                     return Ok(());
                 }
-                Err(e) => adapter.take_failure().unwrap_or_else(|| {
-                    // The request was never made: writing the manifests failed (S3).
-                    CommitError::NotApplied(Error::unavailable(format!(
-                        "preparing the append to {} failed: {e}",
-                        self.name
-                    )))
-                }),
+                Err(e) => adapter
+                    .take_failure()
+                    .unwrap_or_else(|| preparation_failure(&self.name, &e)),
             };
             let outcome_label = match &failure {
                 CommitError::Conflict(_) => "conflict",
@@ -417,7 +586,14 @@ impl CommitterState {
             match failure {
                 CommitError::Fatal(e) => return Err(e),
                 CommitError::Conflict(why) => {
-                    tracing::info!(table = %self.name, "append conflicted ({why}); reloading and rebuilding");
+                    // Another writer got there first. Back off a little, with jitter, so that
+                    // writers contending for one table take turns instead of colliding again.
+                    let delay = conflict_backoff(self.conflicts, ctx.retry().max, rand::random());
+                    self.conflicts = self.conflicts.saturating_add(1);
+                    tracing::info!(table = %self.name, ?delay, "append conflicted ({why}); reloading and rebuilding");
+                    if !shutdown.sleep(delay).await {
+                        return Err(Error::cancelled());
+                    }
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
                     tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
@@ -434,6 +610,41 @@ impl CommitterState {
         }
     }
 
+    /// The segments of `batch` the table does not hold yet, after checking any watermark the
+    /// current table version brought. Those it holds leave the queue as skipped.
+    async fn still_missing(&mut self, batch: &[ReadySegment]) -> Result<Vec<ReadySegment>> {
+        let catalogs: BTreeSet<String> = batch
+            .iter()
+            .filter_map(|r| r.segment.catalog_id.clone())
+            .collect();
+        self.check_watermarks(&catalogs).await?;
+        if batch
+            .iter()
+            .any(|r| self.committed.decide(&r.segment) == Decision::NeedsLiveFiles)
+        {
+            self.list_live_files().await?;
+        }
+        let mut todo = Vec::with_capacity(batch.len());
+        for r in batch {
+            match self.committed.decide(&r.segment) {
+                Decision::Registered => {
+                    if self.pending.remove(&r.segment.seq).is_some() {
+                        self.remember(&r.segment);
+                        self.skipped(&r.segment);
+                    }
+                }
+                Decision::Missing => todo.push(r.clone()),
+                other => {
+                    return Err(Error::internal(format!(
+                        "segment seq {} still undecided ({other:?}) after its watermarks were checked",
+                        r.segment.seq
+                    )));
+                }
+            }
+        }
+        Ok(todo)
+    }
+
     /// Brings the table to a schema that covers every file of the batch (created if absent).
     async fn reconcile_schema(&mut self, batch: &[ReadySegment]) -> Result<()> {
         let mut last_schema: Option<&arrow_schema::SchemaRef> = None;
@@ -443,6 +654,9 @@ impl CommitterState {
                 continue;
             }
             last_schema = Some(&r.footer.arrow_schema);
+            if self.table.is_none() && !self.ctx().config.create_table {
+                return Err(self.table_missing());
+            }
             let table = self.table.clone();
             let table = self
                 .args
@@ -463,15 +677,30 @@ impl CommitterState {
                 ractor::rpc::CallResult::Success(result) => result?,
                 _ => return Err(Error::internal("the schema merger did not answer")),
             };
-            // Schema commits add no snapshot: the committed set stays valid. Only a table we just
-            // created (or that someone else created meanwhile) needs its set built.
-            if self.table.is_none() {
+            let unchanged = self.table.as_ref().is_some_and(|t| {
+                t.metadata_location() == table.metadata_location()
+                    && t.metadata().current_snapshot_id() == table.metadata().current_snapshot_id()
+            });
+            if !unchanged {
+                // A created table, or a schema commit's answer: either may hold snapshots other
+                // writers added since the batch was filtered.
                 self.adopt(table);
-            } else {
-                self.table = Some(table);
             }
         }
         Ok(())
+    }
+
+    fn table_missing(&self) -> Error {
+        let ctx = self.ctx();
+        Error::new(
+            ErrorCode::TableMissing,
+            format!(
+                "table {} does not exist in the catalog at {} (it was dropped while the registrar \
+                 ran, or never created); create it, or set create_table: true on sink {} to let \
+                 the registrar create it",
+                self.name, ctx.config.catalog_uri, ctx.config.id
+            ),
+        )
     }
 
     async fn reload(&mut self, shutdown: &mut crate::shutdown::Shutdown) -> Result<()> {
@@ -484,20 +713,33 @@ impl CommitterState {
         .ok_or_else(Error::cancelled)?;
         match table {
             Some(t) => self.adopt(t),
-            None => {
+            None if ctx.config.create_table => {
                 self.table = None;
                 self.committed = CommittedSet::default();
             }
+            None => return Err(self.table_missing()),
         }
         Ok(())
     }
 
-    fn committed_ok(&mut self, table: Table, batch: &[ReadySegment], started: std::time::Instant) {
+    fn committed_ok(
+        &mut self,
+        table: Table,
+        batch: &[ReadySegment],
+        watermark: Option<&(String, String)>,
+        started: std::time::Instant,
+    ) {
         let name = self.name.to_string();
-        self.committed.record(batch.iter().map(|r| &r.segment));
-        // The commit response is the table as it is now; keep it (and our set, which the
-        // response's snapshots would rebuild to the same keys).
+        self.committed
+            .record(batch.iter().map(|r| &r.segment), watermark);
+        // The commit response is the table as it is now, built on the one we filtered against
+        // (the commit asserted its snapshot): its snapshots rebuild to our set plus this batch,
+        // so only the properties are read again, not every snapshot.
+        self.committed.refresh_marks(table.metadata().properties());
         self.table = Some(table);
+        for r in batch {
+            self.remember(&r.segment);
+        }
         let rows: u64 = batch.iter().map(|r| r.footer.row_count()).sum();
         let bytes: u64 = batch.iter().map(|r| r.footer.object_size).sum();
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
@@ -547,6 +789,82 @@ impl CommitterState {
     }
 }
 
+/// The ids of the object keys of `table`'s live data files (those under `prefix`,
+/// `s3://bucket/`), from the current snapshot's manifests.
+async fn live_file_ids(table: &Table, prefix: &str) -> Result<HashSet<SegmentId>> {
+    let mut ids = HashSet::new();
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(ids);
+    };
+    let io = |e: iceberg::Error| Error::unavailable(format!("reading manifests failed: {e}"));
+    let list = table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .map_err(io)?;
+    for manifest_file in list.entries() {
+        let manifest = manifest_file
+            .load_manifest(table.file_io())
+            .await
+            .map_err(io)?;
+        for entry in manifest.entries() {
+            if entry.is_alive()
+                && let Some(key) = entry.data_file().file_path().strip_prefix(prefix)
+            {
+                ids.insert(SegmentId::of(key));
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// What a failure to build or send the append means when the catalog never answered: the
+/// library failed before the request (writing manifests, reading the table's properties or
+/// features). Classified by the error's kind: a table this client cannot write is permanent;
+/// storage and other unexpected failures are retried.
+fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError {
+    use iceberg::ErrorKind;
+    match e.kind() {
+        ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
+            CommitError::Fatal(Error::new(
+                ErrorCode::TableUnsupported,
+                format!(
+                    "the append to {table} cannot be built: {}; fix the table property or \
+                     feature it names (or register into a table this client can write)",
+                    error_chain(e)
+                ),
+            ))
+        }
+        _ => CommitError::NotApplied(Error::unavailable(format!(
+            "preparing the append to {table} failed: {}",
+            error_chain(e)
+        ))),
+    }
+}
+
+/// An iceberg error's message and the messages of its sources, without the backtrace its
+/// `Display` may carry.
+fn error_chain(e: &iceberg::Error) -> String {
+    let mut text = e.message().to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The pause after the `conflicts`-th 409 in a row: full jitter (`unit` = a uniform draw in
+/// [0, 1)) over 50 ms doubling per conflict, capped at `max`. Contending writers then spread
+/// out instead of reloading and colliding in lockstep.
+fn conflict_backoff(conflicts: u32, max: Duration, unit: f64) -> Duration {
+    let ceiling = Duration::from_millis(50)
+        .saturating_mul(1u32 << conflicts.min(10))
+        .min(max);
+    ceiling.mul_f64(unit.clamp(0.0, 1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,6 +885,7 @@ mod tests {
     fn pending(s: UploadedSegment) -> Pending {
         Pending {
             segment: s,
+            decided: true,
             read_requested: false,
             footer: None,
             arrived: Instant::now(),
@@ -584,5 +903,15 @@ mod tests {
         assert!(q.remove(&2).is_some());
         assert!(!q.holds(&segment(2, "a")), "the key index follows removals");
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn conflict_backoff_grows_with_jitter_and_stays_under_the_cap() {
+        let max = Duration::from_secs(2);
+        assert_eq!(conflict_backoff(0, max, 0.0), Duration::ZERO);
+        assert_eq!(conflict_backoff(0, max, 1.0), Duration::from_millis(50));
+        assert_eq!(conflict_backoff(2, max, 1.0), Duration::from_millis(200));
+        assert_eq!(conflict_backoff(30, max, 1.0), max);
+        assert_eq!(conflict_backoff(3, max, 0.5), Duration::from_millis(200));
     }
 }

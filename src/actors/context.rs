@@ -69,6 +69,9 @@ pub struct RegistrarContext {
     pub status: StatusBoard,
     pub shutdown: Shutdown,
     pub tuning: Tuning,
+    /// The feed's random access to its records, to check watermarks against (see
+    /// `table::committed`); `None` for feeds whose catalog ids never reuse a seq.
+    pub history: Option<Arc<dyn crate::protocol::feed::SegmentHistory>>,
 }
 
 impl RegistrarContext {

@@ -2,12 +2,16 @@
 //! for routing. The feed is read on a task of its own so a feed waiting for the next record never
 //! blocks the actor's mailbox (and so stop works while the feed is idle).
 
+use std::collections::HashMap;
+
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
 use crate::actors::HandlerResult;
+use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::SupervisorMsg;
+use crate::protocol::segment::UploadedSegment;
 use crate::shutdown::Shutdown;
 
 pub struct Watcher;
@@ -51,13 +55,17 @@ async fn pump(
     supervisor: ActorRef<SupervisorMsg>,
     mut shutdown: Shutdown,
 ) {
+    let mut order = FeedOrder::default();
     loop {
         let next = tokio::select! {
             next = feed.next() => next,
             _ = shutdown.requested() => return,
         };
         let msg = match next {
-            Ok(Some(segment)) => SupervisorMsg::Route(segment),
+            Ok(Some(segment)) => match order.check(&segment) {
+                Ok(()) => SupervisorMsg::Route(segment),
+                Err(e) => SupervisorMsg::Fatal(e),
+            },
             Ok(None) => SupervisorMsg::FeedEnded,
             Err(e) => SupervisorMsg::Fatal(e),
         };
@@ -65,5 +73,84 @@ async fn pump(
         if supervisor.cast(msg).is_err() || last {
             return;
         }
+    }
+}
+
+/// The last seq seen per catalog id and dataset: a committer commits its table's segments in
+/// the order it gets them and the watermark says "everything below is registered", so a feed
+/// that delivers a seq at or below one it already delivered would have that segment silently
+/// covered. It is refused instead. Memory: one entry per (catalog, dataset).
+#[derive(Debug, Default)]
+struct FeedOrder {
+    last: HashMap<(Option<String>, String), u64>,
+}
+
+impl FeedOrder {
+    fn check(&mut self, segment: &UploadedSegment) -> Result<(), Error> {
+        let key = (segment.catalog_id.clone(), segment.dataset.clone());
+        match self.last.get(&key) {
+            Some(&last) if segment.seq <= last => Err(Error::new(
+                ErrorCode::FeedOutOfOrder,
+                format!(
+                    "the feed delivered segment seq {} (key {}) of dataset {} in catalog {} after \
+                     seq {last}; a feed must deliver each dataset's segments in strictly \
+                     increasing seq order (replay from the start on every start, never resend \
+                     within one run)",
+                    segment.seq,
+                    segment.object_key,
+                    segment.dataset,
+                    segment.catalog_id.as_deref().unwrap_or("(none)"),
+                ),
+            )),
+            _ => {
+                self.last.insert(key, segment.seq);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(seq: u64, dataset: &str, catalog: Option<&str>) -> UploadedSegment {
+        UploadedSegment {
+            seq,
+            dataset: dataset.into(),
+            segment_id: format!("s{seq}"),
+            object_key: format!("k{seq}"),
+            file_size: 1,
+            row_count: 1,
+            uploaded_at_ms: 0,
+            catalog_id: catalog.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn seqs_must_increase_per_catalog_and_dataset() {
+        let mut order = FeedOrder::default();
+        assert!(order.check(&seg(5, "a", Some("c"))).is_ok());
+        assert!(
+            order.check(&seg(3, "b", Some("c"))).is_ok(),
+            "another dataset"
+        );
+        assert!(
+            order.check(&seg(4, "a", Some("d"))).is_ok(),
+            "another catalog"
+        );
+        assert!(order.check(&seg(6, "a", Some("c"))).is_ok());
+        let e = order.check(&seg(6, "a", Some("c"))).expect_err("repeat");
+        assert_eq!(e.code(), ErrorCode::FeedOutOfOrder);
+        assert!(
+            e.message().contains("seq 6") && e.message().contains("after seq 6"),
+            "{e}"
+        );
+        assert!(order.check(&seg(2, "a", Some("c"))).is_err(), "backwards");
+        assert!(order.check(&seg(1, "x", None)).is_ok());
+        assert!(
+            order.check(&seg(1, "x", None)).is_err(),
+            "without a catalog id too"
+        );
     }
 }

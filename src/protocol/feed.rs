@@ -7,6 +7,9 @@
 //! registrar keeps no cursor of its own and skips what the table already has, which is what makes a
 //! crash anywhere harmless.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
@@ -17,6 +20,22 @@ use crate::protocol::segment::UploadedSegment;
 pub trait SegmentFeed: Send + 'static {
     /// Waits for the next uploaded segment. `Ok(None)` means the feed has ended for good.
     async fn next(&mut self) -> Result<Option<UploadedSegment>>;
+
+    /// Random access to what the feed holds, so that a table's watermark can be checked against
+    /// the history it was written from (see `table::committed`). A feed without it (`None`, the
+    /// default) promises that a `catalog_id` never reuses a `seq` for another record: its
+    /// watermarks are trusted as they are.
+    fn history(&self) -> Option<Arc<dyn SegmentHistory>> {
+        None
+    }
+}
+
+/// Looks up records of a segment catalog by sequence number.
+pub trait SegmentHistory: Send + Sync + 'static {
+    /// The `Uploaded` records at `seqs` in the catalog `catalog_id`, as it is now. A seq whose
+    /// record is absent (past the end, another kind, another catalog id at this path) is left
+    /// out of the map. Blocking: call it off the async threads.
+    fn uploaded_at(&self, catalog_id: &str, seqs: &[u64]) -> Result<HashMap<u64, UploadedSegment>>;
 }
 
 /// A feed that an embedding runtime pushes into through a [`FeedSender`].

@@ -10,9 +10,7 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use crate::error::{Error, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{
-    CATALOG_SEQ, CommittedSet, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_PREFIX, WRITER, encode_ids,
-};
+use crate::table::committed::{CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WRITER, encode_ids};
 use crate::table::metrics::{MetricsConfig, file_metrics};
 
 /// A segment ready to append: its catalog entry and its footer.
@@ -60,7 +58,8 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
 }
 
 /// A transaction appending `batch` (already filtered against the committed set) in one snapshot,
-/// and raising the batch's catalog watermark in the same commit (see `table::committed`).
+/// and setting the batch's catalog watermark (`(property, value)`, from
+/// [`crate::table::CommittedSet::watermark_update`]) in the same commit.
 /// The duplicate check of the library is off: it reads every manifest on every attempt, and the
 /// committed set answers the same question from metadata alone.
 pub fn append_transaction(
@@ -68,7 +67,7 @@ pub fn append_transaction(
     bucket: &str,
     writer: &str,
     batch: &[ReadySegment],
-    committed: &CommittedSet,
+    watermark: Option<&(String, String)>,
 ) -> Result<Transaction> {
     let files = batch
         .iter()
@@ -85,10 +84,10 @@ pub fn append_transaction(
     }
     summary.insert(WRITER.to_string(), writer.to_string());
     let mut tx = Transaction::new(table);
-    if let Some(property) = watermark_update(batch, committed) {
+    if let Some((property, value)) = watermark {
         tx = tx
             .update_table_properties()
-            .set(property.0, property.1)
+            .set(property.clone(), value.clone())
             .apply(tx)
             .map_err(|e| Error::internal(format!("cannot build the watermark update: {e}")))?;
     }
@@ -100,21 +99,4 @@ pub fn append_transaction(
     action
         .apply(tx)
         .map_err(|e| Error::internal(format!("cannot build the append: {e}")))
-}
-
-/// The watermark property to set for `batch`, when its segments carry a catalog id. Batches are
-/// prefixes of one table's pending segments in catalog order, so the batch's highest seq is
-/// covered below; the mark never moves down.
-fn watermark_update(batch: &[ReadySegment], committed: &CommittedSet) -> Option<(String, String)> {
-    let first = batch.first()?;
-    let id = first.segment.catalog_id.as_ref()?;
-    let same_catalog = batch
-        .iter()
-        .all(|r| r.segment.catalog_id.as_ref() == Some(id));
-    if !same_catalog {
-        return None;
-    }
-    let max = batch.iter().map(|r| r.segment.seq).max()?;
-    let mark = committed.watermark(id).map_or(max, |m| m.max(max));
-    Some((format!("{WATERMARK_PREFIX}{id}"), mark.to_string()))
 }

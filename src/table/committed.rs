@@ -5,14 +5,33 @@
 //!   SHA-256 prefix, 16 base64 characters, so table metadata grows by 16 bytes per segment
 //!   whatever the key length; it also sees segments another registrar committed. (At 96 bits, the
 //!   chance that any two of 10^8 keys collide is about 10^-13.)
-//! - a table property per segment catalog ([`WATERMARK_PREFIX`]`<catalog id>`) holds the highest
-//!   catalog sequence number registered, with every lower one of that catalog registered too
-//!   (a committer commits its table's segments in catalog order). Snapshot expiry removes old
-//!   snapshots and their summaries, but not properties: the watermark keeps an expired
-//!   registration from being mistaken for a missing one.
+//! - table properties per segment catalog ([`WATERMARK_PREFIX`]`<catalog id>[.<fork>]`) hold
+//!   `<seq>:<fingerprint>`: the highest catalog sequence number registered from that catalog,
+//!   and the fingerprint of the record at that seq (a hash of the whole `Uploaded` record).
+//!   Every lower seq *of the history that record belongs to* is registered too (a committer
+//!   commits its table's segments in catalog order). Snapshot expiry removes old snapshots and
+//!   their summaries, but not properties: the watermark keeps an expired registration from being
+//!   mistaken for a missing one.
+//!
+//! # Why a watermark is bound to a record
+//!
+//! A segment catalog restored from a backup, or cloned onto a second machine from a disk image,
+//! keeps its log id but hands out sequence numbers again that the table's watermark already
+//! covers. A bare `seq` would make those new uploads look registered (and they would never be).
+//! So a watermark is trusted only after the record at its seq, in the log the registrar is
+//! reading, was checked to be the very record it was written for ([`MarkState::Trusted`]).
+//! Logs are append-only, so the same record at the same seq means the same history below it.
+//! A watermark whose record differs, or whose seq is past the end of the log, belongs to a
+//! history this log has diverged from ([`MarkState::Diverged`]): it covers nothing here, the
+//! registrar falls back to the per-segment ids and (once) to the table's live data files, warns,
+//! and counts it (`thadam_iceberg_watermark_diverged_total`). Its own registrations then go under
+//! a watermark of its own, a *fork* (`<catalog id>.<fork id>`), so that a restored or cloned log
+//! is protected against snapshot expiry too. Nothing is ever derived from a watermark that has not
+//! been checked ([`MarkState::Unchecked`]): segments wait until it is.
 //!
 //! Both come from the table metadata alone, so neither startup nor a post-failure reload reads
-//! a manifest: the cost follows the number of snapshots, never the number of data files.
+//! a manifest: the cost follows the number of snapshots, never the number of data files. The one
+//! exception is a diverged log, where the live data files are listed once.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,7 +57,11 @@ pub struct SegmentId([u8; 12]);
 
 impl SegmentId {
     pub fn of(object_key: &str) -> SegmentId {
-        let digest = Sha256::digest(object_key.as_bytes());
+        Self::of_bytes(object_key.as_bytes())
+    }
+
+    fn of_bytes(bytes: &[u8]) -> SegmentId {
+        let digest = Sha256::digest(bytes);
         let mut id = [0u8; 12];
         id.copy_from_slice(&digest[..12]);
         SegmentId(id)
@@ -47,6 +70,34 @@ impl SegmentId {
     fn encode(&self) -> String {
         URL_SAFE_NO_PAD.encode(self.0)
     }
+
+    fn decode(chunk: &[u8]) -> Option<SegmentId> {
+        let bytes = URL_SAFE_NO_PAD.decode(chunk).ok()?;
+        Some(SegmentId(bytes.try_into().ok()?))
+    }
+}
+
+/// The fingerprint of one `Uploaded` record: every field of it, so two different uploads that
+/// happen to share a seq (a restored or cloned log) never share a fingerprint.
+pub fn fingerprint(segment: &UploadedSegment) -> SegmentId {
+    let mut bytes = Vec::with_capacity(96 + segment.object_key.len());
+    for part in [
+        segment.dataset.as_bytes(),
+        segment.segment_id.as_bytes(),
+        segment.object_key.as_bytes(),
+    ] {
+        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(part);
+    }
+    for n in [
+        segment.seq,
+        segment.file_size,
+        segment.row_count,
+        segment.uploaded_at_ms,
+    ] {
+        bytes.extend_from_slice(&n.to_le_bytes());
+    }
+    SegmentId::of_bytes(&bytes)
 }
 
 /// The ids listed in a [`SEGMENT_IDS`] summary value (malformed chunks are skipped).
@@ -54,10 +105,7 @@ pub fn decode_ids(value: &str) -> Vec<SegmentId> {
     value
         .as_bytes()
         .chunks(ID_CHARS)
-        .filter_map(|chunk| {
-            let bytes = URL_SAFE_NO_PAD.decode(chunk).ok()?;
-            Some(SegmentId(bytes.try_into().ok()?))
-        })
+        .filter_map(SegmentId::decode)
         .collect()
 }
 
@@ -74,57 +122,255 @@ pub const WRITER: &str = "thadam.writer";
 /// Table property prefix of the per-catalog watermarks.
 pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
 
+/// The value of a watermark property: `<seq>:<fingerprint of the record at seq>`.
+pub fn encode_mark(segment: &UploadedSegment) -> String {
+    format!("{}:{}", segment.seq, fingerprint(segment).encode())
+}
+
+/// Parses a watermark value. A bare `<seq>` (written before watermarks were bound to records)
+/// has no fingerprint and can never be trusted.
+fn decode_mark(value: &str) -> Option<(u64, Option<SegmentId>)> {
+    match value.split_once(':') {
+        Some((seq, fp)) => Some((seq.parse().ok()?, SegmentId::decode(fp.as_bytes()))),
+        None => Some((value.parse().ok()?, None)),
+    }
+}
+
+/// Splits a watermark property key into the catalog id and the fork id (if any). Catalog ids are
+/// UUIDs (no `.`); a fork id follows the first `.`.
+fn parse_mark_key(key: &str) -> Option<(&str, Option<&str>)> {
+    let rest = key.strip_prefix(WATERMARK_PREFIX)?;
+    Some(match rest.split_once('.') {
+        Some((catalog, fork)) => (catalog, Some(fork)),
+        None => (rest, None),
+    })
+}
+
+/// What is known of one watermark against the log being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkState {
+    /// Not yet compared with the log: nothing may be derived from it.
+    Unchecked,
+    /// The log holds the record it was written for: it covers every seq at or below its own.
+    Trusted,
+    /// The log does not hold that record: it belongs to another history and covers nothing.
+    Diverged,
+}
+
+/// One watermark property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub key: String,
+    pub value: String,
+    pub seq: u64,
+    pub fingerprint: Option<SegmentId>,
+    pub state: MarkState,
+}
+
+/// Whether a segment is already in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Registered,
+    Missing,
+    /// A watermark of its catalog has not been checked against the log yet.
+    Unchecked,
+    /// Its catalog diverged from a watermark that would have covered it, and the table's live
+    /// data files have not been listed yet: only they can tell.
+    NeedsLiveFiles,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct CommittedSet {
     ids: HashSet<SegmentId>,
-    /// Catalog id -> highest registered seq.
-    watermarks: HashMap<String, u64>,
+    /// Catalog id -> its watermarks (the base one and forks).
+    marks: HashMap<String, Vec<Mark>>,
+    /// Verdicts by (property key, value), kept across rebuilds: a value is checked once.
+    verdicts: HashMap<(String, String), MarkState>,
+    /// Ids of the object keys of the table's live data files, when they had to be listed.
+    live: Option<HashSet<SegmentId>>,
+    /// The fork key this process registers under, per catalog, once it had to start one.
+    forks: HashMap<String, String>,
 }
 
 impl CommittedSet {
     pub fn from_metadata(metadata: &TableMetadata) -> CommittedSet {
-        let mut ids = HashSet::new();
+        let mut set = CommittedSet::default();
+        set.refresh(metadata);
+        set
+    }
+
+    /// Rebuilds the ids and watermarks from `metadata` (a newer version of the same table, or
+    /// another table altogether), keeping the verdicts already reached for unchanged values.
+    pub fn refresh(&mut self, metadata: &TableMetadata) {
+        self.ids.clear();
         for snapshot in metadata.snapshots() {
             if let Some(list) = snapshot.summary().additional_properties.get(SEGMENT_IDS) {
-                ids.extend(decode_ids(list));
+                self.ids.extend(decode_ids(list));
             }
         }
-        let watermarks = metadata
-            .properties()
-            .iter()
-            .filter_map(|(k, v)| {
-                let id = k.strip_prefix(WATERMARK_PREFIX)?;
-                Some((id.to_string(), v.parse::<u64>().ok()?))
-            })
-            .collect();
-        CommittedSet { ids, watermarks }
+        self.refresh_marks(metadata.properties());
     }
 
-    /// Whether the table already holds `segment`: its key is in a snapshot summary, or its
-    /// catalog's watermark covers its sequence number.
+    /// Rebuilds the watermarks alone (after our own commit: the ids are known, and rebuilding
+    /// them would cost a pass over every snapshot per commit).
+    pub fn refresh_marks(&mut self, properties: &HashMap<String, String>) {
+        self.marks.clear();
+        for (key, value) in properties {
+            let Some((catalog, _fork)) = parse_mark_key(key) else {
+                continue;
+            };
+            let Some((seq, fingerprint)) = decode_mark(value) else {
+                tracing::warn!(property = %key, "ignoring a watermark property that does not parse");
+                continue;
+            };
+            let state = match fingerprint {
+                // Written before watermarks were bound: it cannot be checked.
+                None => MarkState::Diverged,
+                Some(_) => self
+                    .verdicts
+                    .get(&(key.clone(), value.clone()))
+                    .copied()
+                    .unwrap_or(MarkState::Unchecked),
+            };
+            self.marks
+                .entry(catalog.to_string())
+                .or_default()
+                .push(Mark {
+                    key: key.clone(),
+                    value: value.clone(),
+                    seq,
+                    fingerprint,
+                    state,
+                });
+        }
+    }
+
+    /// Forgets the live data files (the table was replaced by another one).
+    pub fn forget_live_files(&mut self) {
+        self.live = None;
+    }
+
+    /// The watermarks of `catalog` not yet checked against the log.
+    pub fn unchecked(&self, catalog: &str) -> Vec<Mark> {
+        self.marks
+            .get(catalog)
+            .into_iter()
+            .flatten()
+            .filter(|m| m.state == MarkState::Unchecked)
+            .cloned()
+            .collect()
+    }
+
+    /// Records the outcome of checking a watermark against the log.
+    pub fn settle(&mut self, mark: &Mark, state: MarkState) {
+        self.verdicts
+            .insert((mark.key.clone(), mark.value.clone()), state);
+        for m in self.marks.values_mut().flatten() {
+            if m.key == mark.key && m.value == mark.value {
+                m.state = state;
+            }
+        }
+    }
+
+    /// Takes the ids of the table's live data files (see [`Decision::NeedsLiveFiles`]).
+    pub fn set_live_files(&mut self, ids: HashSet<SegmentId>) {
+        self.live = Some(ids);
+    }
+
+    pub fn decide(&self, segment: &UploadedSegment) -> Decision {
+        let id = SegmentId::of(&segment.object_key);
+        if self.ids.contains(&id) || self.live.as_ref().is_some_and(|l| l.contains(&id)) {
+            return Decision::Registered;
+        }
+        let Some(marks) = segment.catalog_id.as_ref().and_then(|c| self.marks.get(c)) else {
+            return Decision::Missing;
+        };
+        let covering = marks.iter().filter(|m| segment.seq <= m.seq);
+        let mut decision = Decision::Missing;
+        for m in covering {
+            match m.state {
+                MarkState::Trusted => return Decision::Registered,
+                MarkState::Unchecked => decision = Decision::Unchecked,
+                MarkState::Diverged if self.live.is_none() && decision == Decision::Missing => {
+                    decision = Decision::NeedsLiveFiles
+                }
+                MarkState::Diverged => {}
+            }
+        }
+        decision
+    }
+
+    /// Whether the table already holds `segment`: its key is in a snapshot summary (or among the
+    /// live files), or a trusted watermark of its catalog covers its sequence number. Anything
+    /// undecided counts as not contained.
     pub fn contains(&self, segment: &UploadedSegment) -> bool {
-        self.ids.contains(&SegmentId::of(&segment.object_key))
-            || segment
-                .catalog_id
-                .as_ref()
-                .and_then(|id| self.watermarks.get(id))
-                .is_some_and(|mark| segment.seq <= *mark)
+        self.decide(segment) == Decision::Registered
     }
 
-    /// The watermark of `catalog_id`, if the table has one.
+    /// The highest trusted watermark of `catalog`, if any.
     pub fn watermark(&self, catalog_id: &str) -> Option<u64> {
-        self.watermarks.get(catalog_id).copied()
+        self.own_mark(catalog_id).map(|m| m.seq)
     }
 
-    /// Records a successful commit of `segments`.
-    pub fn record<'a>(&mut self, segments: impl IntoIterator<Item = &'a UploadedSegment>) {
+    /// The watermark this registrar continues: the trusted one with the highest seq.
+    fn own_mark(&self, catalog: &str) -> Option<&Mark> {
+        self.marks
+            .get(catalog)?
+            .iter()
+            .filter(|m| m.state == MarkState::Trusted)
+            .max_by_key(|m| m.seq)
+    }
+
+    /// The watermark property to set in the commit of `batch` (segments in catalog order, all
+    /// of one catalog), if its segments carry a catalog id: the trusted watermark this log
+    /// continues, or the base key for a catalog the table has never seen, or else a new fork
+    /// (this log diverged from every watermark the table holds for its id). Never moves a mark
+    /// down.
+    pub fn watermark_update(&mut self, batch: &[&UploadedSegment]) -> Option<(String, String)> {
+        let first = batch.first()?;
+        let catalog = first.catalog_id.as_ref()?;
+        if !batch.iter().all(|s| s.catalog_id.as_ref() == Some(catalog)) {
+            return None;
+        }
+        let top = batch.iter().max_by_key(|s| s.seq)?;
+        let key = match self.own_mark(catalog) {
+            Some(mark) if mark.seq >= top.seq => return None,
+            Some(mark) => mark.key.clone(),
+            None if !self.marks.contains_key(catalog) => format!("{WATERMARK_PREFIX}{catalog}"),
+            None => self
+                .forks
+                .entry(catalog.clone())
+                .or_insert_with(|| {
+                    let fork = &uuid::Uuid::new_v4().simple().to_string()[..12];
+                    format!("{WATERMARK_PREFIX}{catalog}.{fork}")
+                })
+                .clone(),
+        };
+        Some((key, encode_mark(top)))
+    }
+
+    /// Records a successful commit of `segments`, which set the watermark `written` (its
+    /// verdict is known: it was written for our own record).
+    pub fn record<'a>(
+        &mut self,
+        segments: impl IntoIterator<Item = &'a UploadedSegment>,
+        written: Option<&(String, String)>,
+    ) {
         for s in segments {
             self.ids.insert(SegmentId::of(&s.object_key));
-            if let Some(id) = &s.catalog_id {
-                let mark = self.watermarks.entry(id.clone()).or_insert(s.seq);
-                *mark = (*mark).max(s.seq);
-            }
         }
+        if let Some((key, value)) = written {
+            self.verdicts
+                .insert((key.clone(), value.clone()), MarkState::Trusted);
+        }
+    }
+
+    /// Whether any watermark of any catalog is diverged (for status and tests).
+    pub fn diverged(&self) -> bool {
+        self.marks
+            .values()
+            .flatten()
+            .any(|m| m.state == MarkState::Diverged)
     }
 }
 
@@ -147,5 +393,123 @@ mod tests {
             keys.iter().map(|k| SegmentId::of(k)).collect::<Vec<_>>()
         );
         assert_ne!(SegmentId::of("a"), SegmentId::of("b"));
+    }
+
+    fn seg(seq: u64, key: &str) -> UploadedSegment {
+        UploadedSegment {
+            seq,
+            dataset: "d".into(),
+            segment_id: format!("s{seq}"),
+            object_key: key.into(),
+            file_size: 10,
+            row_count: 1,
+            uploaded_at_ms: 1000 + seq,
+            catalog_id: Some("log".into()),
+        }
+    }
+
+    fn set_with(props: &[(String, String)]) -> CommittedSet {
+        let mut set = CommittedSet::default();
+        set.refresh_marks(&props.iter().cloned().collect());
+        set
+    }
+
+    #[test]
+    fn fingerprints_differ_for_any_field() {
+        let a = seg(5, "k");
+        let mut b = a.clone();
+        b.uploaded_at_ms += 1;
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+        let mut c = a.clone();
+        c.object_key = "k2".into();
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+        assert_eq!(fingerprint(&a), fingerprint(&a.clone()));
+    }
+
+    #[test]
+    fn an_unchecked_watermark_decides_nothing_and_a_trusted_one_covers_below() {
+        let w = seg(20, "k20");
+        let mut set = set_with(&[(format!("{WATERMARK_PREFIX}log"), encode_mark(&w))]);
+        assert_eq!(set.decide(&seg(11, "new")), Decision::Unchecked);
+        assert_eq!(set.decide(&seg(21, "later")), Decision::Missing);
+        let mark = set.unchecked("log").remove(0);
+        set.settle(&mark, MarkState::Trusted);
+        assert_eq!(set.decide(&seg(11, "new")), Decision::Registered);
+        assert_eq!(set.decide(&seg(21, "later")), Decision::Missing);
+    }
+
+    #[test]
+    fn a_diverged_watermark_covers_nothing_and_asks_for_the_live_files() {
+        let w = seg(20, "k20");
+        let mut set = set_with(&[(format!("{WATERMARK_PREFIX}log"), encode_mark(&w))]);
+        let mark = set.unchecked("log").remove(0);
+        set.settle(&mark, MarkState::Diverged);
+        assert_eq!(set.decide(&seg(11, "new")), Decision::NeedsLiveFiles);
+        set.set_live_files(HashSet::from([SegmentId::of("old")]));
+        assert_eq!(set.decide(&seg(11, "new")), Decision::Missing);
+        assert_eq!(set.decide(&seg(3, "old")), Decision::Registered);
+        // Its registrations go under a fork of their own, never the diverged key.
+        let (key, value) = set.watermark_update(&[&seg(11, "new")]).expect("update");
+        assert!(key.starts_with(&format!("{WATERMARK_PREFIX}log.")), "{key}");
+        assert_eq!(value, encode_mark(&seg(11, "new")));
+        let (again, _) = set.watermark_update(&[&seg(12, "n2")]).expect("update");
+        assert_eq!(again, key, "one fork per process and catalog");
+    }
+
+    #[test]
+    fn verdicts_survive_a_rebuild_and_new_values_are_checked_again() {
+        let key = format!("{WATERMARK_PREFIX}log");
+        let mut set = set_with(&[(key.clone(), encode_mark(&seg(20, "k20")))]);
+        let mark = set.unchecked("log").remove(0);
+        set.settle(&mark, MarkState::Trusted);
+        set.refresh_marks(&HashMap::from([(
+            key.clone(),
+            encode_mark(&seg(20, "k20")),
+        )]));
+        assert!(set.unchecked("log").is_empty());
+        set.refresh_marks(&HashMap::from([(
+            key.clone(),
+            encode_mark(&seg(30, "k30")),
+        )]));
+        assert_eq!(set.unchecked("log").len(), 1, "another writer moved it");
+    }
+
+    #[test]
+    fn a_legacy_bare_watermark_is_never_trusted() {
+        let set = set_with(&[(format!("{WATERMARK_PREFIX}log"), "20".into())]);
+        assert_eq!(set.decide(&seg(11, "x")), Decision::NeedsLiveFiles);
+        assert!(set.unchecked("log").is_empty());
+    }
+
+    #[test]
+    fn the_watermark_continues_the_trusted_mark_and_never_moves_down() {
+        let key = format!("{WATERMARK_PREFIX}log");
+        let mut set = CommittedSet::default();
+        let (first, value) = set.watermark_update(&[&seg(3, "a")]).expect("new catalog");
+        assert_eq!(
+            first, key,
+            "a catalog the table never saw takes the base key"
+        );
+        set.record([&seg(3, "a")], Some(&(first.clone(), value.clone())));
+        set.refresh_marks(&HashMap::from([(first.clone(), value)]));
+        assert_eq!(set.watermark("log"), Some(3));
+        assert_eq!(
+            set.watermark_update(&[&seg(2, "b")]),
+            None,
+            "never moves down"
+        );
+        let (next, v) = set
+            .watermark_update(&[&seg(4, "c"), &seg(9, "d")])
+            .expect("up");
+        assert_eq!((next, v), (key, encode_mark(&seg(9, "d"))));
+    }
+
+    #[test]
+    fn watermarks_of_other_catalogs_do_not_matter() {
+        let set = set_with(&[(
+            format!("{WATERMARK_PREFIX}other"),
+            encode_mark(&seg(99, "z")),
+        )]);
+        assert_eq!(set.decide(&seg(1, "x")), Decision::Missing);
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod fault_proxy;
 pub mod forward;
+pub mod hold_proxy;
 pub mod py;
 pub mod tls;
 

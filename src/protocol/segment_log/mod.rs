@@ -29,6 +29,7 @@
 
 mod cursor;
 mod format;
+mod history;
 mod reader;
 mod scan;
 mod tail;
@@ -43,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorCode};
 use crate::protocol::segment::UploadedSegment;
 
+pub use history::LogFileHistory;
 pub use reader::SegmentLogReader;
 pub use tail::SegmentLogTail;
 pub use writer::SegmentLogWriter;

@@ -155,6 +155,10 @@ impl SegmentFeed for SegmentLogTail {
             }
         }
     }
+
+    fn history(&self) -> Option<Arc<dyn crate::protocol::feed::SegmentHistory>> {
+        Some(Arc::new(super::LogFileHistory::new(self.cursor.path())))
+    }
 }
 
 /// Wakes the tail when the log file may have changed.

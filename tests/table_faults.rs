@@ -1,0 +1,134 @@
+//! Permanent table problems stop the registrar with their code instead of being retried forever
+//! or papered over: a table dropped while `create_table: false` holds, and a table property the
+//! append cannot be built with. Against the real REST fixture and S3 server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Harness;
+use iceberg::{TableRequirement, TableUpdate};
+use thadam_iceberg::ErrorCode;
+
+async fn wait_fatal(handle: thadam_iceberg::RegistrarHandle) -> thadam_iceberg::Error {
+    tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .expect("stops in time (hang guard)")
+        .expect_err("a fatal error")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_while_running_is_not_recreated_without_create_table() {
+    let mut h = Harness::new("dropped");
+    h.ship_telemetry(0, 10).await;
+    assert_eq!(h.run_until_handled(1).await.registered(), 1);
+
+    let mut config = h.config.clone();
+    config.create_table = false;
+    let handle = h.start_with(config, Default::default()).await;
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.wait_until(|s| s.handled() >= 1),
+    )
+    .await
+    .expect("hang guard")
+    .expect("caught up");
+    // Someone drops the table while the registrar runs; then a segment arrives.
+    let url = format!(
+        "{}/v1/namespaces/{}/tables/telemetry?purgeRequested=false",
+        h.env.catalog_uri.trim_end_matches('/'),
+        h.namespace.join("\u{1f}")
+    );
+    let dropped = reqwest::Client::new()
+        .delete(url)
+        .send()
+        .await
+        .expect("drop table");
+    assert!(dropped.status().is_success(), "{}", dropped.status());
+    h.ship_telemetry(1, 10).await;
+    let err = wait_fatal(handle).await;
+    assert_eq!(err.code(), ErrorCode::TableMissing, "{err}");
+    assert!(err.message().contains("create_table"), "{err}");
+    assert!(h.table("telemetry").await.is_none(), "not re-created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_property_the_append_cannot_use_is_fatal_not_retried() {
+    let mut h = Harness::new("badprop");
+    h.ship_telemetry(0, 10).await;
+    assert_eq!(h.run_until_handled(1).await.registered(), 1);
+    let table = h.table("telemetry").await.expect("table");
+    h.client()
+        .await
+        .commit(
+            &h.table_name("telemetry"),
+            vec![TableRequirement::UuidMatch {
+                uuid: table.metadata().uuid(),
+            }],
+            vec![TableUpdate::SetProperties {
+                updates: [("commit.retry.num-retries".to_string(), "many".to_string())].into(),
+            }],
+            None,
+        )
+        .await
+        .expect("set property");
+    h.ship_telemetry(1, 10).await;
+    let err = wait_fatal(h.start().await).await;
+    assert_eq!(err.code(), ErrorCode::TableUnsupported, "{err}");
+    assert!(err.message().contains("commit.retry.num-retries"), "{err}");
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(table.metadata().snapshots().count(), 1, "nothing appended");
+}
+
+/// Drops the table just before the registrar's first append (whose answer the proxy then
+/// replaces with a 503): the registrar reloads and must find the table gone.
+struct DropBeforeAppend {
+    url: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl thadam_iceberg::actors::context::BeforeAppend for DropBeforeAppend {
+    async fn before_append(
+        &self,
+        _: &thadam_iceberg::catalog::TableName,
+        _: &iceberg::table::Table,
+        _: &[thadam_iceberg::table::append::ReadySegment],
+    ) {
+        if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let r = reqwest::Client::new()
+                .delete(&self.url)
+                .send()
+                .await
+                .expect("drop table");
+            assert!(r.status().is_success(), "{}", r.status());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_gone_on_reload_is_missing_not_recreated_without_create_table() {
+    use common::fault_proxy::{Fault, FaultProxy, Kind};
+    let mut h = Harness::new("gone");
+    h.ship_telemetry(0, 10).await;
+    assert_eq!(h.run_until_handled(1).await.registered(), 1);
+    h.ship_telemetry(1, 10).await;
+
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.plan(Kind::Append, [Fault::Refuse(503)]);
+    let mut config = h.config.clone();
+    config.create_table = false;
+    config.catalog_uri = proxy.uri.parse().expect("uri");
+    let mut tuning = thadam_iceberg::actors::context::Tuning::default();
+    tuning.hooks.before_append = Some(std::sync::Arc::new(DropBeforeAppend {
+        url: format!(
+            "{}/v1/namespaces/{}/tables/telemetry?purgeRequested=false",
+            h.env.catalog_uri.trim_end_matches('/'),
+            h.namespace.join("\u{1f}")
+        ),
+        done: Default::default(),
+    }));
+    let err = wait_fatal(h.start_with(config, tuning).await).await;
+    assert_eq!(err.code(), ErrorCode::TableMissing, "{err}");
+    assert!(h.table("telemetry").await.is_none(), "not re-created");
+}
