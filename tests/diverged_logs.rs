@@ -120,8 +120,10 @@ async fn a_log_restored_after_its_snapshots_expired_registers_nothing_twice() {
     let mut keys = ship(&mut h, 6).await;
     let backup = std::fs::read(&h.config.source.catalog).expect("backup");
     keys.extend(ship(&mut h, 6).await);
-    let mut tuning = thadam_iceberg::actors::context::Tuning::default();
-    tuning.max_batch = 3;
+    let tuning = thadam_iceberg::actors::context::Tuning {
+        max_batch: 3,
+        ..Default::default()
+    };
     let handle = h.start_with(h.config.clone(), tuning.clone()).await;
     Harness::finish(handle, 12).await;
     // Expiry first: the summaries of the first snapshots (segments 1-9) are gone.
