@@ -101,7 +101,15 @@ pub struct CommitterState {
     recent: BTreeMap<u64, SegmentId>,
     /// 409s in a row, for the backoff that lets the other writer through.
     conflicts: u32,
+    /// File schemas already reconciled with this table (cleared when the table is replaced).
+    /// The table only ever evolves compatibly, so a file that fit an earlier version of it still
+    /// fits: re-merging it against the evolved table would take an older file (int) for a
+    /// narrowing of the column it promoted (long), e.g. after a reload mid-batch.
+    accepted: Vec<arrow_schema::SchemaRef>,
 }
+
+/// How many distinct file schemas a committer remembers as accepted.
+const ACCEPTED_SCHEMAS: usize = 64;
 
 /// How many recent fingerprints a committer keeps.
 const RECENT: usize = 4096;
@@ -131,6 +139,7 @@ impl Actor for Committer {
             linger_armed: false,
             recent: BTreeMap::new(),
             conflicts: 0,
+            accepted: Vec::new(),
         })
     }
 
@@ -233,6 +242,7 @@ impl CommitterState {
             .is_some_and(|t| t.metadata().uuid() == table.metadata().uuid());
         if !same_table {
             self.committed.forget_live_files();
+            self.accepted.clear();
         }
         self.committed.refresh(table.metadata());
         self.table = Some(table);
@@ -654,6 +664,9 @@ impl CommitterState {
                 continue;
             }
             last_schema = Some(&r.footer.arrow_schema);
+            if self.table.is_some() && self.accepted.contains(&r.footer.arrow_schema) {
+                continue;
+            }
             if self.table.is_none() && !self.ctx().config.create_table {
                 return Err(self.table_missing());
             }
@@ -686,6 +699,10 @@ impl CommitterState {
                 // writers added since the batch was filtered.
                 self.adopt(table);
             }
+            if self.accepted.len() >= ACCEPTED_SCHEMAS {
+                self.accepted.clear();
+            }
+            self.accepted.push(Arc::clone(&r.footer.arrow_schema));
         }
         Ok(())
     }
