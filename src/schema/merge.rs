@@ -15,7 +15,10 @@
 //!   table takes the file's wider type); anything else that differs is a violation;
 //! - table required + file optional relaxes the table column to optional; table optional + file
 //!   required changes nothing;
-//! - a table field missing from the file is fine when optional, a violation when required.
+//! - a table field missing from the file is fine when optional, a violation when required;
+//! - a file field ID the table lacks but has assigned before (at or below its `last-column-id`,
+//!   e.g. a dropped column) is a violation: Iceberg never reuses a field ID, because files
+//!   written under the old column still hold values for it, which would reappear in the new one.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -185,17 +188,31 @@ fn kind(ty: &Type) -> &'static str {
     }
 }
 
-/// Merges `file` (a segment's footer schema) into `table` by field ID.
-///
-/// On success the evolved schema (if any) has schema ID `next_schema_id`, the table's identifier
-/// field IDs, and a highest field ID that covers every added field. On failure every violation is
-/// listed, not only the first.
+/// [`merge_table`] for a table whose only field IDs are those of `table` (its last-column-id is
+/// the schema's highest field ID).
 pub fn merge(
     table: &Schema,
     file: &Schema,
     next_schema_id: i32,
 ) -> Result<MergeOutcome, SchemaMismatch> {
+    merge_table(table, table.highest_field_id(), file, next_schema_id)
+}
+
+/// Merges `file` (a segment's footer schema) into `table` (the table's current schema) by field
+/// ID. `last_column_id` is the table's `last-column-id`, the highest field ID it ever assigned:
+/// a file field with an ID at or below it that is not in `table` is refused, never added back.
+///
+/// On success the evolved schema (if any) has schema ID `next_schema_id`, the table's identifier
+/// field IDs, and a highest field ID that covers every added field. On failure every violation is
+/// listed, not only the first.
+pub fn merge_table(
+    table: &Schema,
+    last_column_id: i32,
+    file: &Schema,
+    next_schema_id: i32,
+) -> Result<MergeOutcome, SchemaMismatch> {
     let mut merger = Merger::new(table, file);
+    merger.last_column_id = last_column_id.max(table.highest_field_id());
     let merged = merger.merge_struct(table.as_struct(), file.as_struct(), "", "");
 
     if !merger.violations.is_empty() {
@@ -343,6 +360,8 @@ struct Merger {
     identifier_chain: HashSet<i32>,
     violations: Vec<Violation>,
     changes: Vec<SchemaChange>,
+    /// The table's last-column-id: IDs at or below it were assigned by the table before.
+    last_column_id: i32,
 }
 
 impl Merger {
@@ -368,6 +387,7 @@ impl Merger {
             identifier_chain,
             violations: Vec::new(),
             changes: Vec::new(),
+            last_column_id: i32::MAX,
         };
         merger.check_duplicates();
         merger.check_moves();
@@ -518,6 +538,9 @@ impl Merger {
                 continue;
             }
             let path = join(file_path, &f.name);
+            if self.check_reused_ids(f, &path) {
+                continue;
+            }
             self.changes.push(SchemaChange::Added {
                 path,
                 field_id: f.id,
@@ -534,6 +557,53 @@ impl Merger {
 
         self.check_name_clashes(&out, file_path);
         StructType::new(out)
+    }
+
+    /// Records a violation for every ID of the added field `f` (itself and everything nested in
+    /// it) that the table assigned before; returns whether there was one. IDs still in the
+    /// table's schema are moves, which `check_moves` reports.
+    fn check_reused_ids(&mut self, f: &NestedFieldRef, path: &str) -> bool {
+        let mut found = Vec::new();
+        let mut stack = vec![(Arc::clone(f), path.to_string())];
+        while let Some((field, path)) = stack.pop() {
+            if field.id <= self.last_column_id
+                && !self.table.by_id.contains_key(&field.id)
+                && !self.reported.contains(&field.id)
+            {
+                found.push((Arc::clone(&field), path.clone()));
+            }
+            match field.field_type.as_ref() {
+                Type::Primitive(_) => {}
+                Type::Struct(s) => {
+                    for child in s.fields().iter().rev() {
+                        stack.push((Arc::clone(child), join(&path, &child.name)));
+                    }
+                }
+                Type::List(l) => stack.push((Arc::clone(&l.element_field), join(&path, "element"))),
+                Type::Map(m) => {
+                    stack.push((Arc::clone(&m.value_field), join(&path, "value")));
+                    stack.push((Arc::clone(&m.key_field), join(&path, "key")));
+                }
+            }
+        }
+        let last = self.last_column_id;
+        for (field, path) in &found {
+            self.violations.push(Violation {
+                path: path.clone(),
+                field_id: field.id,
+                table_type: "(not in the current schema)".to_string(),
+                file_type: describe_type(&field.field_type),
+                reason: format!(
+                    "field id {id} was assigned by the table before (it is at or below the \
+                     table's last-column-id {last}; a dropped column, for example) and Iceberg \
+                     never reuses a field id: files written under the old column would show \
+                     their values in this one. Give the column a new field id above {last} in \
+                     the dataset, or stop writing it",
+                    id = field.id
+                ),
+            });
+        }
+        !found.is_empty()
     }
 
     /// A renamed or added field taking the name of a table field the file no longer has.
@@ -1489,6 +1559,111 @@ mod tests {
         let v = violations(&table, &file);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].field_id, 2);
+    }
+
+    // ---- field IDs are never reused ----
+
+    #[test]
+    fn a_dropped_field_id_is_not_added_back() {
+        // The table had c (3) and dropped it: last-column-id stays 3.
+        let table = schema(vec![opt(1, "a", int()), opt(2, "b", string())]);
+        let file = schema(vec![
+            opt(1, "a", int()),
+            opt(2, "b", string()),
+            opt(3, "c", long()),
+        ]);
+        let mismatch = merge_table(&table, 3, &file, 7).expect_err("a reused id");
+        assert_eq!(mismatch.violations.len(), 1, "{mismatch}");
+        let v = &mismatch.violations[0];
+        assert_eq!((v.path.as_str(), v.field_id), ("c", 3));
+        assert_eq!(v.table_type, "(not in the current schema)");
+        assert_eq!(v.file_type, "long");
+        assert!(v.reason.contains("last-column-id 3"), "{}", v.reason);
+        assert!(v.reason.contains("never reuses a field id"), "{}", v.reason);
+        assert!(v.reason.contains("new field id above 3"), "{}", v.reason);
+        let error = mismatch.into_error("ns.t");
+        assert_eq!(error.code(), ErrorCode::SchemaMismatch);
+        assert!(
+            error.message().contains("c (field id 3)"),
+            "{}",
+            error.message()
+        );
+    }
+
+    #[test]
+    fn an_id_in_a_gap_below_last_column_id_is_refused_too() {
+        // Iceberg cannot tell a skipped ID from a dropped one: only IDs above last-column-id
+        // are certainly new.
+        let table = schema(vec![opt(1, "a", int()), opt(5, "e", int())]);
+        let file = schema(vec![
+            opt(1, "a", int()),
+            opt(5, "e", int()),
+            opt(3, "c", int()),
+        ]);
+        let v = violations(&table, &file);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].field_id, 3);
+    }
+
+    #[test]
+    fn ids_above_last_column_id_are_still_added() {
+        let table = schema(vec![opt(1, "a", int()), opt(2, "b", string())]);
+        let file = schema(vec![
+            opt(1, "a", int()),
+            opt(2, "b", string()),
+            opt(4, "d", long()),
+        ]);
+        match merge_table(&table, 3, &file, 7).expect("merge") {
+            MergeOutcome::Evolved { schema, changes } => {
+                assert_eq!(schema.highest_field_id(), 4);
+                assert_eq!(
+                    changes,
+                    vec![SchemaChange::Added {
+                        path: "d".to_string(),
+                        field_id: 4,
+                        ty: "long".to_string()
+                    }]
+                );
+            }
+            other => panic!("expected an evolved schema, got {other:?}"),
+        }
+        // A last-column-id below the schema's highest ID (bad metadata) never lets a current
+        // ID through as new: the schema's own IDs count as assigned.
+        let file = schema(vec![opt(1, "a", int()), opt(2, "b", string())]);
+        assert_eq!(
+            merge_table(&table, 0, &file, 7),
+            Ok(MergeOutcome::Unchanged)
+        );
+    }
+
+    #[test]
+    fn reused_ids_nested_in_an_added_field_are_each_named() {
+        // A new struct (10) above last-column-id 9 whose children reuse dropped IDs 4 and 6,
+        // and a new nested field in a kept struct that reuses 5.
+        let table = schema(vec![
+            opt(1, "a", int()),
+            opt(2, "s", strukt(vec![opt(3, "x", int())])),
+        ]);
+        let file = schema(vec![
+            opt(1, "a", int()),
+            opt(2, "s", strukt(vec![opt(3, "x", int()), opt(5, "y", int())])),
+            opt(
+                10,
+                "n",
+                strukt(vec![opt(4, "p", int()), opt(11, "q", list(6, int()))]),
+            ),
+        ]);
+        let mismatch = merge_table(&table, 9, &file, 7).expect_err("reused ids");
+        let named: Vec<(&str, i32)> = mismatch
+            .violations
+            .iter()
+            .map(|v| (v.path.as_str(), v.field_id))
+            .collect();
+        assert_eq!(
+            named,
+            vec![("s.y", 5), ("n.p", 4), ("n.q.element", 6)],
+            "{mismatch}"
+        );
     }
 
     #[test]
