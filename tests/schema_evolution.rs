@@ -432,9 +432,9 @@ catalog.load_table(sys.argv[1]).update_schema().delete_column("c").commit()
     let msg = err.to_string();
     for needle in [
         "c (field id 3)",
-        "last-column-id 4",
+        "was `c` (long) in the table's schema 0",
         "never reuses a field id",
-        "new field id above 4",
+        "new field id above the table's last-column-id 4",
     ] {
         assert!(msg.contains(needle), "the message names `{needle}`: {msg}");
     }
