@@ -1444,7 +1444,8 @@ fn credentials_refuse_control_characters_without_quoting_them() {
             "{client_id: thadam, client_secret: '${file:secrets/client_secret}'}",
         );
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "config.catalog_token",
             Box::new(|d: &mut Value| set(d, &reg("catalog_token"), "'${file:secrets/ctl}'")),
