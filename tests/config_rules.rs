@@ -1014,12 +1014,13 @@ fn rule16_file_and_env_references() {
         r.store.access_key_id.as_ref().map(Secret::expose),
         Some(ACCESS_KEY)
     );
-    // Only one trailing newline is trimmed.
+    // Only one trailing newline is trimmed (the second is then a control character in the
+    // namespace, which is refused).
     fx.write("secrets/ns2", "robotics\n\n");
-    let r = fx.load_ok(&edited(|d| {
-        set(d, &reg("namespace"), "'${file:secrets/ns2}'")
-    }));
-    assert_eq!(r.namespace, vec!["robotics\n"]);
+    fx.fails(
+        &edited(|d| set(d, &reg("namespace"), "'${file:secrets/ns2}'")),
+        &["config.namespace", "control character"],
+    );
     // An absolute path works too.
     let abs = fx.base().join("secrets/ns");
     let r = fx.load_ok(&edited(|d| {
@@ -1317,4 +1318,172 @@ fn yaml_merge_keys_are_applied() {
     );
     let config = Config::from_yaml_str(&yaml, fx.base()).expect("merge key");
     assert!(!config.registrars[0].create_table);
+}
+
+// `${file:}` reads only regular files of at most 1 MiB.
+
+#[test]
+fn file_references_read_only_small_regular_files() {
+    let fx = Fixture::new();
+    let token = |reference: &str| {
+        edited(|d| {
+            set(
+                d,
+                &reg("catalog_token"),
+                &format!("'${{file:{reference}}}'"),
+            )
+        })
+    };
+    // A device that never ends: refused before a byte is read (today it allocates until the
+    // process runs out of memory).
+    fx.fails(
+        &token("/dev/zero"),
+        &[
+            "config.catalog_token",
+            "${file:/dev/zero}",
+            "not a regular file",
+        ],
+    );
+    // A directory.
+    fx.fails(
+        &token("secrets"),
+        &["config.catalog_token", "${file:secrets}", "a directory"],
+    );
+    // A FIFO: opening it would block until a writer appears.
+    let fifo = fx.base().join("secrets/fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let msg = fx.fails(
+        &token("secrets/fifo"),
+        &["config.catalog_token", "${file:secrets/fifo}", "a FIFO"],
+    );
+    assert!(msg.contains("not a regular file"), "{msg}");
+    // Too large: 2 MiB, and one byte over the limit. The content never appears in the message.
+    fx.write("secrets/big", &"Z".repeat(2 * 1024 * 1024));
+    let msg = fx.fails(
+        &token("secrets/big"),
+        &[
+            "config.catalog_token",
+            "${file:secrets/big}",
+            "1048576-byte limit",
+        ],
+    );
+    assert!(!msg.contains("ZZZZ"), "no content in the message: {msg}");
+    fx.write("secrets/over", &"Z".repeat(1024 * 1024 + 1));
+    fx.fails(
+        &token("secrets/over"),
+        &["config.catalog_token", "${file:secrets/over}", "limit"],
+    );
+    // At the limit it is read (a long but valid token).
+    fx.write("secrets/at", &"Z".repeat(1024 * 1024));
+    let r = fx.load_ok(&token("secrets/at"));
+    match &r.catalog_auth {
+        CatalogAuth::Token(t) => assert_eq!(t.expose().len(), 1024 * 1024),
+        other => panic!("expected a token, got {other:?}"),
+    }
+    // Not UTF-8: refused without quoting the bytes.
+    let path = fx.base().join("secrets/binary");
+    std::fs::write(&path, [0xffu8, 0xfe, b'x']).expect("write");
+    fx.fails(
+        &token("secrets/binary"),
+        &["config.catalog_token", "${file:secrets/binary}", "UTF-8"],
+    );
+}
+
+// Control characters and empty levels in namespaces, and control characters in credentials.
+
+#[test]
+fn namespace_levels_refuse_control_characters() {
+    let fx = Fixture::new();
+    // 0x1F is the REST catalog's level separator: `a\x1fb` would silently be two levels.
+    for bad in [
+        r#""a\x1fb""#,
+        r#""a\tb""#,
+        r#""a.b\nc""#,
+        r#""a\x7f""#,
+        r#""a\x00""#,
+    ] {
+        let msg = fx.fails(
+            &edited(|d| set(d, &reg("namespace"), bad)),
+            &["config.namespace", "control character"],
+        );
+        assert!(!msg.contains('\u{1f}') && !msg.contains('\t'), "{msg:?}");
+    }
+    // Through a reference as well.
+    fx.write("secrets/ns", "robotics\u{1f}edge\n");
+    fx.fails(
+        &edited(|d| set(d, &reg("namespace"), "'${file:secrets/ns}'")),
+        &["config.namespace", "control character"],
+    );
+    // Empty levels.
+    for bad in ["a..b", "'a.b.'"] {
+        fx.fails(
+            &edited(|d| set(d, &reg("namespace"), bad)),
+            &["config.namespace", "empty level"],
+        );
+    }
+    // Non-ASCII letters are fine.
+    let r = fx.load_ok(&edited(|d| set(d, &reg("namespace"), "'робо.tics'")));
+    assert_eq!(r.namespace, vec!["робо", "tics"]);
+}
+
+#[test]
+fn credentials_refuse_control_characters_without_quoting_them() {
+    let fx = Fixture::new();
+    // Each credential key, fed a value with a control character through a file (as secrets
+    // arrive) and through the literal YAML.
+    fx.write("secrets/ctl", "sec\u{1f}ret-SECRET-x\n");
+    let credential = |d: &mut Value| {
+        remove(d, &reg("catalog_token"));
+        set(
+            d,
+            &reg("catalog_credential"),
+            "{client_id: thadam, client_secret: '${file:secrets/client_secret}'}",
+        );
+    };
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "config.catalog_token",
+            Box::new(|d: &mut Value| set(d, &reg("catalog_token"), "'${file:secrets/ctl}'")),
+        ),
+        (
+            "config.catalog_credential.client_id",
+            Box::new(move |d: &mut Value| {
+                credential(d);
+                set(d, &reg("catalog_credential/client_id"), r#""thad\x1bam""#);
+            }),
+        ),
+        (
+            "config.catalog_credential.client_secret",
+            Box::new(move |d: &mut Value| {
+                credential(d);
+                set(
+                    d,
+                    &reg("catalog_credential/client_secret"),
+                    "'${file:secrets/ctl}'",
+                );
+            }),
+        ),
+        (
+            "config.store.access_key_id",
+            Box::new(|d: &mut Value| set(d, &reg("store/access_key_id"), r#""AKIA\rX""#)),
+        ),
+        (
+            "config.store.secret_access_key",
+            Box::new(|d: &mut Value| {
+                set(d, &reg("store/secret_access_key"), "'${file:secrets/ctl}'")
+            }),
+        ),
+    ];
+    for (key, edit) in cases {
+        let msg = fx.fails(&edited(|d| edit(d)), &[key, "control character"]);
+        assert!(
+            !msg.contains("ret-SECRET") && !msg.contains("thad") && !msg.contains("AKIA"),
+            "the value is never quoted: {msg}"
+        );
+    }
 }

@@ -769,3 +769,186 @@ async fn the_embedded_example_feeds_its_own_catalog() {
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(data_file_list(&table).await.len(), 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The endpoints' own limits: a bounded number of connections, and idle or slow ones closed.
+
+/// Open file descriptors of this process (the test is both client and server).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// Reads until the peer closes; returns how long that took, or `None` if it stayed open for
+/// `within`. Whatever the server sends (a 408, say) is discarded.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<Duration> {
+    use tokio::io::AsyncReadExt;
+    let started = tokio::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    let read_to_end = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, read_to_end)
+        .await
+        .ok()
+        .map(|()| started.elapsed())
+}
+
+fn short_limits() -> http::ServeLimits {
+    http::ServeLimits {
+        max_connections: 64,
+        header_read_timeout: Duration::from_secs(1),
+        connection_timeout: Duration::from_secs(3),
+        ..http::ServeLimits::default()
+    }
+}
+
+async fn serve_short() -> (String, std::net::SocketAddr) {
+    let listener = http::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let endpoints = Endpoints {
+        metrics: None,
+        health: Health::default(),
+    };
+    http::serve_with(listener, endpoints, short_limits(), std::future::pending());
+    (format!("http://{addr}"), addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_beyond_the_cap_are_not_accepted_and_the_endpoint_keeps_answering() {
+    let (base, addr) = serve_short().await;
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    let before = open_fds();
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connect (the kernel's backlog takes what the server does not accept)"),
+        );
+    }
+    // Let the server accept what it will.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = open_fds().saturating_sub(before);
+    // 200 client sockets, plus at most 64 accepted ones (and a little slack for the runtime).
+    assert!(
+        held <= 200 + 64 + 8,
+        "the server accepted more connections than its cap: {held} new descriptors for 200 \
+         client connections"
+    );
+    // The idle ones time out in batches of 64 (header_read_timeout 1 s); a new request is
+    // answered once a slot frees, well before the idle connections are gone on their own.
+    let started = tokio::time::Instant::now();
+    let (status, body) = get(&format!("{base}/healthz")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "answered only after {:?}",
+        started.elapsed()
+    );
+    // Every idle connection is closed by the server, none is left open indefinitely.
+    for stream in &mut idle {
+        assert!(
+            closed_within(stream, Duration::from_secs(10))
+                .await
+                .is_some(),
+            "an idle connection stayed open"
+        );
+    }
+    drop(idle);
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowloris_connection_is_closed_within_the_header_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let (base, addr) = serve_short().await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let trickle = async {
+        // One byte every 200 ms: each byte is "activity", yet the head never completes.
+        for byte in head
+            .iter()
+            .chain(b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter())
+        {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
+    };
+    let started = tokio::time::Instant::now();
+    let cut = tokio::time::timeout(Duration::from_secs(6), trickle).await;
+    assert!(
+        matches!(cut, Ok(true)),
+        "the server kept a slowloris connection open for {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+
+    // A client that sends nothing at all is closed too (keep-alive idle is the same wait).
+    let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let closed = closed_within(&mut silent, Duration::from_secs(5)).await;
+    assert!(closed.is_some(), "a silent connection stayed open");
+
+    // A request head larger than the limit is refused (431) rather than buffered.
+    let huge = "x".repeat(64 * 1024);
+    let response = reqwest::Client::new()
+        .get(format!("{base}/healthz"))
+        .header("X-Huge", huge)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await;
+    // Closed before a status (an error here) is refused too.
+    if let Ok(r) = response {
+        assert_eq!(r.status().as_u16(), 431);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing: only the parquet sink's datasets have tables.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_for_a_dataset_the_parquet_sink_does_not_list_stops_with_config_invalid() {
+    let mut h = Harness::new("ops_unlisted");
+    h.ship_telemetry(0, 10).await;
+    h.run_until_handled(1).await;
+    // The shipper records a segment of a dataset this config does not know (create_table is
+    // true, so today a table would be created for it).
+    let stray = thadam_iceberg::demo::telemetry_batch(1, 10).expect("batch");
+    let key = h.ship("stray", &stray).await;
+    h.ship_telemetry(2, 10).await;
+    let err = h.run_until_fatal().await;
+    assert_eq!(
+        err.code(),
+        thadam_iceberg::ErrorCode::ConfigInvalid,
+        "{err}"
+    );
+    let msg = err.to_string();
+    for needle in [
+        "\"stray\"",
+        "record seq ",
+        &key,
+        "add the dataset to the parquet sink's datasets, or fix the shipper",
+    ] {
+        assert!(msg.contains(needle), "the message names `{needle}`: {msg}");
+    }
+    assert!(
+        h.table("stray").await.is_none(),
+        "no table is created for an unlisted dataset"
+    );
+    let telemetry = h.table("telemetry").await.expect("telemetry table");
+    assert_eq!(data_file_list(&telemetry).await.len(), 1);
+}

@@ -378,3 +378,68 @@ print(json.dumps([[r["loc"]["alt"], r["tags"], r["attrs"][0][1]["measurement"]] 
     .expect("batches");
     assert_eq!(row_count(&batches), 2);
 }
+
+/// a (1) int, b (2) string, then each `(name, id)` of `extra` as a long column.
+fn abc(extra: &[(&str, i32)]) -> RecordBatch {
+    let mut fields = vec![
+        field("a", DataType::Int32, true, 1),
+        field("b", DataType::Utf8, true, 2),
+    ];
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(vec![1, 2])),
+        Arc::new(StringArray::from(vec!["x", "y"])),
+    ];
+    for (name, id) in extra {
+        fields.push(field(name, DataType::Int64, true, *id));
+        columns.push(Arc::new(Int64Array::from(vec![10, 20])));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("abc")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_field_id_is_never_reused() {
+    let mut h = Harness::new("evo_reuse");
+    h.ship("telemetry", &abc(&[("c", 3)])).await;
+    h.run_until_handled(1).await;
+
+    // Someone drops c (3) from the table: last-column-id stays 3.
+    let ident = format!("{}.telemetry", h.namespace.join("."));
+    common::py::run(
+        r#"
+catalog.load_table(sys.argv[1]).update_schema().delete_column("c").commit()
+"#,
+        &[&ident],
+    );
+    let table = h.table("telemetry").await.expect("table");
+    assert!(table.metadata().current_schema().field_by_id(3).is_none());
+    assert_eq!(table.metadata().last_column_id(), 3);
+
+    // A brand-new ID above last-column-id still evolves the table.
+    h.ship("telemetry", &abc(&[("d", 4)])).await;
+    h.run_until_handled(2).await;
+    let table = h.table("telemetry").await.expect("table");
+    let schema = table.metadata().current_schema();
+    assert_eq!(schema.field_by_id(4).expect("d added").name, "d");
+    assert!(schema.field_by_id(3).is_none());
+    let schema_id = schema.schema_id();
+    let files = data_file_list(&table).await;
+    assert_eq!(files.len(), 2);
+
+    // A file that writes c (3) again: refused, the table is left as it was.
+    h.ship("telemetry", &abc(&[("d", 4), ("c", 3)])).await;
+    let err = h.run_until_fatal().await;
+    assert_eq!(err.code(), ErrorCode::SchemaMismatch, "{err}");
+    let msg = err.to_string();
+    for needle in [
+        "c (field id 3)",
+        "was `c` (long) in the table's schema 0",
+        "never reuses a field id",
+        "new field id above the table's last-column-id 4",
+    ] {
+        assert!(msg.contains(needle), "the message names `{needle}`: {msg}");
+    }
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(table.metadata().current_schema().schema_id(), schema_id);
+    assert!(table.metadata().current_schema().field_by_id(3).is_none());
+    assert_eq!(data_file_list(&table).await, files, "nothing appended");
+}

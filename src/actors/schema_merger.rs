@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::SchemaMergerMsg;
 use crate::retry::retry_transient;
 use crate::schema::convert::file_schema;
-use crate::schema::merge::{MergeOutcome, merge};
+use crate::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 use crate::table::create::create_table;
 
 pub struct SchemaMerger;
@@ -96,7 +96,8 @@ async fn reconcile(
             .max()
             .unwrap_or(0)
             + 1;
-        let evolved = match merge(current, file, next_id) {
+        let evolved = match merge_table(current, &FieldHistory::of(table.metadata()), file, next_id)
+        {
             Ok(MergeOutcome::Unchanged) => return Ok(table),
             Ok(MergeOutcome::Evolved { schema, changes }) => {
                 for change in &changes {

@@ -15,9 +15,11 @@ use crate::actors::context::SharedContext;
 use crate::actors::footer_pool::FooterPool;
 use crate::actors::schema_merger::SchemaMerger;
 use crate::actors::watcher::{Watcher, WatcherArgs};
+use crate::config::ParquetSource;
 use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SupervisorMsg};
+use crate::protocol::segment::UploadedSegment;
 use crate::shutdown::ShutdownTrigger;
 
 /// Where the supervisor leaves the reason the service stopped (None: a requested stop).
@@ -98,6 +100,14 @@ impl Actor for Supervisor {
     ) -> HandlerResult {
         match msg {
             SupervisorMsg::Route(segment) => {
+                // Only the parquet sink's datasets have tables: a record naming another one is a
+                // mismatch between the shipper and this config. Stopping (not skipping) keeps
+                // the record in the segment catalog, so nothing is dropped, and never creates a
+                // table nobody configured.
+                if let Err(e) = unlisted_dataset(&state.ctx.config.source, &segment) {
+                    state.fail(&myself, e);
+                    return Ok(());
+                }
                 let committer = state
                     .committer(&segment.dataset, &myself.get_cell())
                     .await?;
@@ -159,6 +169,31 @@ impl Actor for Supervisor {
     }
 }
 
+/// `Ok` when `segment`'s dataset is one the parquet sink lists; otherwise the fatal
+/// `config.invalid` error naming the dataset, the record and the fix. `config.invalid` because
+/// the registrar's config and the shipper disagree about which datasets exist: the fix is in a
+/// config (or the shipper), and no retry can make the record registrable.
+fn unlisted_dataset(source: &ParquetSource, segment: &UploadedSegment) -> Result<(), Error> {
+    if source.datasets.iter().any(|d| d.name == segment.dataset) {
+        return Ok(());
+    }
+    let listed: Vec<String> = source
+        .datasets
+        .iter()
+        .map(|d| format!("\"{}\"", d.name))
+        .collect();
+    Err(Error::config_invalid(format!(
+        "segment catalog record seq {} (object {:?}) is for dataset {:?}, which the parquet sink \
+         \"{}\" does not list (its datasets: {}); add the dataset to the parquet sink's datasets, \
+         or fix the shipper. Nothing was registered for it; the record stays in the segment catalog",
+        segment.seq,
+        segment.object_key,
+        segment.dataset,
+        source.id,
+        listed.join(", ")
+    )))
+}
+
 impl SupervisorState {
     /// The committer of `dataset`'s table, started on first use.
     async fn committer(
@@ -168,19 +203,6 @@ impl SupervisorState {
     ) -> Result<ActorRef<CommitterMsg>, ActorProcessingErr> {
         if let Some(c) = self.committers.get(dataset) {
             return Ok(c.clone());
-        }
-        if !self
-            .ctx
-            .config
-            .source
-            .datasets
-            .iter()
-            .any(|d| d.name == dataset)
-        {
-            tracing::warn!(
-                dataset,
-                "segment of a dataset the parquet sink does not list; registering it anyway"
-            );
         }
         let (committer, _) = Actor::spawn_linked(
             None,

@@ -80,24 +80,92 @@ fn lookup(reference: &str, base_dir: &Path) -> Result<String, RefError> {
     }
 }
 
+/// The largest file a `${file:}` reference may name: secrets and names are a few hundred bytes,
+/// and anything without a bound (`/dev/zero`, a growing log) would be read until memory runs out.
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
 /// Reads a `${file:}` reference, trimming one trailing newline (secret files written with
 /// `echo` or an editor end in one, and a token with a newline breaks the HTTP header).
+///
+/// Only regular files of at most [`MAX_FILE_BYTES`] are read. The size is checked before the
+/// read, and the read itself stops one byte past the limit, so a file that grows in between is
+/// still bounded. The file's type is checked before opening (opening a FIFO would block until a
+/// writer appears) and again on the opened file.
 fn read_file(path: &str, base_dir: &Path) -> Result<String, RefError> {
+    use std::io::Read;
+
     let full = base_dir.join(path);
-    let mut text = std::fs::read_to_string(&full).map_err(|e| {
-        let resolved = if full.as_os_str() == path {
-            String::new()
-        } else {
-            format!(" (resolved to {})", full.display())
-        };
-        RefError(format!("`${{file:{path}}}`{resolved} cannot be read: {e}"))
-    })?;
+    let resolved = if full.as_os_str() == path {
+        String::new()
+    } else {
+        format!(" (resolved to {})", full.display())
+    };
+    let fail = |why: String| RefError(format!("`${{file:{path}}}`{resolved} {why}"));
+    let check = |meta: &std::fs::Metadata| -> Result<(), RefError> {
+        if !meta.is_file() {
+            return Err(fail(format!(
+                "is not a regular file (it is {}); point it at a file holding the value",
+                file_kind(meta)
+            )));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(fail(format!(
+                "is {} bytes, more than the {MAX_FILE_BYTES}-byte limit of a referenced file;                  point it at a file holding only the value",
+                meta.len()
+            )));
+        }
+        Ok(())
+    };
+    let cannot_read = |e: std::io::Error| fail(format!("cannot be read: {e}"));
+    check(&std::fs::metadata(&full).map_err(cannot_read)?)?;
+    let file = std::fs::File::open(&full).map_err(cannot_read)?;
+    check(&file.metadata().map_err(cannot_read)?)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot_read)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "grew past the {MAX_FILE_BYTES}-byte limit of a referenced file while it was read;              point it at a file holding only the value"
+        )));
+    }
+    let mut text =
+        String::from_utf8(bytes).map_err(|_| fail("is not valid UTF-8 text".to_string()))?;
     if text.ends_with("\r\n") {
         text.truncate(text.len() - 2);
     } else if text.ends_with('\n') {
         text.truncate(text.len() - 1);
     }
     Ok(text)
+}
+
+/// What a non-regular file is, for the message.
+#[cfg(unix)]
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let ty = meta.file_type();
+    if ty.is_dir() {
+        "a directory"
+    } else if ty.is_char_device() {
+        "a character device"
+    } else if ty.is_block_device() {
+        "a block device"
+    } else if ty.is_fifo() {
+        "a FIFO"
+    } else if ty.is_socket() {
+        "a socket"
+    } else {
+        "something else"
+    }
+}
+
+#[cfg(not(unix))]
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "something else"
+    }
 }
 
 #[cfg(test)]

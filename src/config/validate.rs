@@ -174,10 +174,19 @@ fn check_token(ctx: &Ctx, key: &str, token: &Secret) -> Result<()> {
     }
     // It becomes an HTTP header; a control character (a second newline in the file, say) would
     // fail every request later with a less helpful error.
-    if token.expose().chars().any(char::is_control) {
+    check_credential(ctx, key, token.expose())
+}
+
+/// Credentials travel in HTTP headers, form bodies and signatures, where a control character
+/// (a stray second newline in a secret file, say) either breaks every request later with a less
+/// helpful error or changes what is sent. The message never shows the value, nor which
+/// character it was (that would be a piece of the secret).
+fn check_credential(ctx: &Ctx, key: &str, value: &str) -> Result<()> {
+    if value.chars().any(char::is_control) {
         return Err(ctx.err(
             key,
-            "contains a line break or control character; a bearer token is one line",
+            "contains a line break or other control character; a credential is one line of \
+             printable text (check the file or variable it comes from)",
         ));
     }
     Ok(())
@@ -189,6 +198,7 @@ fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result
         raw.client_id.as_ref(),
         "set the OAuth2 client id",
     )?;
+    check_credential(ctx, "config.catalog_credential.client_id", &client_id)?;
     if client_id.contains(':') {
         return Err(ctx.err(
             "config.catalog_credential.client_id",
@@ -213,9 +223,15 @@ fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result
             ));
         }
     };
+    check_credential(
+        ctx,
+        "config.catalog_credential.client_secret",
+        client_secret.expose(),
+    )?;
     let scope = ctx
         .optional("config.catalog_credential.scope", raw.scope.as_ref())?
         .unwrap_or_else(|| "catalog".to_owned());
+    check_credential(ctx, "config.catalog_credential.scope", &scope)?;
     let oauth2_server_uri = match ctx.optional(
         "config.catalog_credential.oauth2_server_uri",
         raw.oauth2_server_uri.as_ref(),
@@ -293,6 +309,18 @@ fn namespace(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<String>> {
         raw.namespace.as_ref(),
         "set the Iceberg namespace, e.g. robotics or a.b",
     )?;
+    // Checked on the whole text first: a control character is never part of a name, and 0x1F
+    // is the REST protocol's level separator, so `a\x1fb` would silently become two levels.
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(ctx.err(
+            KEY,
+            format!(
+                "contains the control character U+{:04X}; namespace levels are names separated \
+                 by dots (check the file or variable it comes from)",
+                u32::from(c)
+            ),
+        ));
+    }
     let levels: Vec<String> = text.split('.').map(str::to_owned).collect();
     if levels.iter().any(String::is_empty) {
         return Err(ctx.err(
@@ -356,6 +384,9 @@ fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
                 key,
                 "is empty (check the file or variable it comes from); set it or remove both keys",
             ));
+        }
+        if let Some(secret) = secret {
+            check_credential(ctx, key, secret.expose())?;
         }
     }
     Ok(StoreConfig {
