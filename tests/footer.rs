@@ -1,5 +1,6 @@
 //! The footer reader against the real S3 server: good files decode in at most two reads, and
-//! everything else is refused with the object key and the reason.
+//! everything else is refused with the object key and the reason: by type, permanent failures
+//! stop (with their code), transient ones are retried, and no footer can panic the registrar.
 
 mod common;
 
@@ -13,7 +14,7 @@ use thadam_iceberg::footer::{FIRST_READ_BYTES, MAX_FOOTER_BYTES, read_footer};
 
 async fn put(store: &dyn ObjectStore, key: &str, bytes: Bytes) {
     store
-        .put(&ObjectPath::from(key), bytes.into())
+        .put(&ObjectPath::parse(key).expect("key"), bytes.into())
         .await
         .expect("upload");
 }
@@ -27,7 +28,7 @@ async fn a_parquet_footer_is_read_with_field_ids() {
     let size = parquet.len() as u64;
     put(h.store.as_ref(), &key, parquet).await;
 
-    let footer = read_footer(h.store.as_ref(), &key, size)
+    let footer = read_footer(h.store.as_ref(), &h.env.bucket, &key, size)
         .await
         .expect("footer");
     assert_eq!(footer.row_count(), 1234);
@@ -70,7 +71,7 @@ async fn a_large_footer_takes_a_second_read() {
     let size = buf.len() as u64;
     put(h.store.as_ref(), &key, Bytes::from(buf)).await;
 
-    let footer = read_footer(h.store.as_ref(), &key, size)
+    let footer = read_footer(h.store.as_ref(), &h.env.bucket, &key, size)
         .await
         .expect("footer");
     assert_eq!(footer.row_count(), 800);
@@ -83,7 +84,7 @@ async fn a_non_parquet_object_is_rejected_with_its_key() {
     let key = format!("{}/notes.txt", unique("footer"));
     let text: &[u8] = b"this is not a parquet file at all";
     put(h.store.as_ref(), &key, Bytes::from_static(text)).await;
-    let err = read_footer(h.store.as_ref(), &key, text.len() as u64)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, text.len() as u64)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), ErrorCode::FooterInvalid);
@@ -100,13 +101,13 @@ async fn a_truncated_file_is_rejected() {
     // The upload stopped half way: the tail magic is gone.
     let half = parquet.slice(..parquet.len() / 2);
     put(h.store.as_ref(), &key, half.clone()).await;
-    let err = read_footer(h.store.as_ref(), &key, half.len() as u64)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, half.len() as u64)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), ErrorCode::FooterInvalid);
     assert!(err.to_string().contains(&key), "{err}");
     // The catalog recorded the full size, but the bucket has half: a size mismatch.
-    let err = read_footer(h.store.as_ref(), &key, parquet.len() as u64)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, parquet.len() as u64)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), ErrorCode::FooterInvalid);
@@ -124,7 +125,7 @@ async fn an_oversized_footer_length_is_refused_without_reading_it() {
     bytes.extend(b"PAR1");
     let size = bytes.len() as u64;
     put(h.store.as_ref(), &key, Bytes::from(bytes)).await;
-    let err = read_footer(h.store.as_ref(), &key, size)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, size)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), ErrorCode::FooterInvalid);
@@ -138,7 +139,7 @@ async fn an_oversized_footer_length_is_refused_without_reading_it() {
     bytes.extend(b"PAR1");
     let size = bytes.len() as u64;
     put(h.store.as_ref(), &key2, Bytes::from(bytes)).await;
-    let err = read_footer(h.store.as_ref(), &key2, size)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key2, size)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), ErrorCode::FooterInvalid);
@@ -149,9 +150,155 @@ async fn an_oversized_footer_length_is_refused_without_reading_it() {
 async fn a_missing_object_is_reported_with_its_key() {
     let h = Harness::new("footer_404");
     let key = format!("{}/never-uploaded.parquet", unique("footer"));
-    let err = read_footer(h.store.as_ref(), &key, 1000)
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, 1000)
         .await
         .expect_err("missing");
     assert_eq!(err.code(), ErrorCode::ObjectMissing);
     assert!(err.to_string().contains(&key), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_object_whose_key_contains_416_is_missing() {
+    // The old reader took any error whose text held "416" for "range not satisfiable".
+    let h = Harness::new("footer_416");
+    let key = format!("{}/seg-416-1.416s.parquet", unique("footer"));
+    let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, 1000)
+        .await
+        .expect_err("missing");
+    assert_eq!(err.code(), ErrorCode::ObjectMissing, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_that_cannot_be_registered_are_refused_with_the_key() {
+    let h = Harness::new("footer_keys");
+    let long = format!("{}/{}.parquet", h.prefix, "k".repeat(2000));
+    for key in [
+        "",
+        "/lead.parquet",
+        "a//b.parquet",
+        "a/./b.parquet",
+        "a/../b.parquet",
+        "dir/",
+        "frag#1.parquet",
+        "q?x=1.parquet",
+        "ctl\u{1}.parquet",
+        long.as_str(),
+    ] {
+        let err = read_footer(h.store.as_ref(), &h.env.bucket, key, 1000)
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), ErrorCode::FooterInvalid, "{key:?}: {err}");
+        assert!(!err.is_transient());
+        assert!(err.to_string().contains(&format!("{key:?}")), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_size_near_u64_max_is_permanent() {
+    let h = Harness::new("footer_size");
+    let key = format!("{}/ok.parquet", unique("footer"));
+    let parquet =
+        demo::write_parquet(&[demo::telemetry_batch(0, 10).expect("batch")]).expect("parquet");
+    put(h.store.as_ref(), &key, parquet).await;
+    for size in [u64::MAX, u64::MAX - 1, 1 << 62] {
+        let err = read_footer(h.store.as_ref(), &h.env.bucket, &key, size)
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), ErrorCode::FooterInvalid, "size {size}: {err}");
+        assert!(err.to_string().contains(&key), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_store_credentials_are_auth_failed_naming_the_bucket() {
+    let h = Harness::new("footer_403");
+    let key = format!("{}/ok.parquet", unique("footer"));
+    let parquet =
+        demo::write_parquet(&[demo::telemetry_batch(0, 10).expect("batch")]).expect("parquet");
+    let size = parquet.len() as u64;
+    put(h.store.as_ref(), &key, parquet).await;
+    let mut wrong = h.config.store.clone();
+    wrong.secret_access_key = Some(thadam_iceberg::config::Secret::new("not-the-secret"));
+    let store = thadam_iceberg::store::object_store(&wrong, &h.env.bucket).expect("store");
+    let err = read_footer(store.as_ref(), &h.env.bucket, &key, size)
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&h.env.bucket), "{text}");
+    assert!(text.contains("check the store credentials"), "{text}");
+    assert!(!text.contains("not-the-secret"), "{text}");
+}
+
+/// A stand-in S3 server that answers every request with one status and S3 XML error body.
+async fn fake_s3(status: u16, code: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    use http_body_util::Full;
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(move |_req| async move {
+                    let body = format!(
+                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>\
+                         <Message>fake 1.416s</Message></Error>"
+                    );
+                    let response = hyper::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/xml")
+                        .body(Full::new(Bytes::from(body)))
+                        .expect("response");
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (uri, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_answers_are_classified_by_status() {
+    let h = Harness::new("footer_status");
+    let key = format!("{}/seg.parquet", unique("footer"));
+    for (status, code, expected) in [
+        (400, "KeyTooLongError", ErrorCode::FooterInvalid),
+        (400, "InvalidArgument", ErrorCode::FooterInvalid),
+        (416, "InvalidRange", ErrorCode::FooterInvalid),
+        (405, "MethodNotAllowed", ErrorCode::FooterInvalid),
+        (403, "AccessDenied", ErrorCode::AuthFailed),
+        (401, "Unauthorized", ErrorCode::AuthFailed),
+        (404, "NoSuchKey", ErrorCode::ObjectMissing),
+        (501, "NotImplemented", ErrorCode::Unavailable),
+    ] {
+        let (uri, task) = fake_s3(status, code).await;
+        let mut config = h.config.store.clone();
+        config.endpoint = Some(uri.parse().expect("url"));
+        // Transient answers would be retried for minutes by object_store itself: not here.
+        let retry = object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        };
+        let store = thadam_iceberg::store::object_store_with(&config, &h.env.bucket, Some(retry))
+            .expect("store");
+        let err = read_footer(store.as_ref(), &h.env.bucket, &key, 5000)
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), expected, "{status} {code}: {err}");
+        assert!(err.to_string().contains(&key), "{status}: {err}");
+        if expected == ErrorCode::FooterInvalid && status != 416 {
+            assert!(
+                err.to_string().contains(code),
+                "the S3 code is named: {err}"
+            );
+        }
+        task.abort();
+    }
 }
