@@ -446,3 +446,232 @@ impl ProvideCredential for StaticKeys {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_s3_allows_and_readers_reach_is_kept_byte_for_byte() {
+        for key in [
+            "a.parquet",
+            "p/thadam/v1/pipe/telemetry/seg-000001.parquet",
+            "a b.parquet",
+            "seg~1.parquet",
+            "50%.parquet",
+            "100%25.parquet",
+            "ts=2024-01-01/part 0.parquet",
+            "grüße ü.parquet",
+            "[x]{y}^|\\<>\"*.parquet",
+            "..a/b..",
+        ] {
+            assert_eq!(key_problem(key), None, "{key}");
+            assert_eq!(object_path(key).expect(key).as_ref(), key);
+            assert_eq!(
+                object_uri("bucket", key).expect(key),
+                format!("s3://bucket/{key}")
+            );
+        }
+        // What the old reader did instead: another object.
+        assert_ne!(ObjectPath::from("seg~1.parquet").as_ref(), "seg~1.parquet");
+    }
+
+    #[test]
+    fn keys_no_reader_could_reach_are_refused_naming_the_key() {
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        for (key, why) in [
+            ("", "empty"),
+            (long.as_str(), "1024-byte"),
+            ("/a.parquet", "starts with '/'"),
+            ("dir/", "ends with '/'"),
+            ("a//b", "empty segment"),
+            ("a/./b", "'.' segment"),
+            ("a/../b", "'..' segment"),
+            ("..", "'..' segment"),
+            ("a\u{7}b", "U+0007"),
+            ("a\nb", "U+000A"),
+            ("a#b", "fragment"),
+            ("a?b", "query"),
+        ] {
+            let problem = key_problem(key).unwrap_or_else(|| panic!("{key:?} passes"));
+            assert!(problem.contains(why), "{key:?}: {problem}");
+            for err in [
+                object_path(key).expect_err("refused"),
+                object_uri("b", key).expect_err("refused"),
+            ] {
+                assert_eq!(err.code(), ErrorCode::FooterInvalid);
+                assert!(err.message().contains(&format!("{key:?}")), "{err}");
+            }
+        }
+        // Exactly at the limit is fine; multi-byte characters count in bytes.
+        assert_eq!(key_problem(&"k".repeat(MAX_KEY_BYTES)), None);
+        assert!(key_problem(&"ü".repeat(MAX_KEY_BYTES / 2 + 1)).is_some());
+    }
+
+    #[test]
+    fn status_outcomes() {
+        use StatusOutcome::*;
+        for (status, outcome) in [
+            (404, Missing),
+            (401, Auth),
+            (403, Auth),
+            (416, ShortObject),
+            (400, Rejected),
+            (405, Rejected),
+            (409, Rejected),
+            (411, Rejected),
+            (412, Rejected),
+            (414, Rejected),
+            (301, Rejected),
+            (307, Rejected),
+            (304, Transient),
+            (408, Transient),
+            (429, Transient),
+            (500, Transient),
+            (501, Transient),
+            (502, Transient),
+            (503, Transient),
+            (504, Transient),
+            (599, Transient),
+        ] {
+            assert_eq!(status_outcome(status), outcome, "{status}");
+        }
+    }
+
+    #[test]
+    fn only_statuses_object_store_leaves_untyped_are_tagged() {
+        for status in [400, 405, 414, 416, 301] {
+            assert!(tagged(status, false), "{status}");
+        }
+        // object_store types or retries these itself.
+        for status in [401, 403, 404, 409, 412, 408, 429, 500, 503, 304] {
+            assert!(!tagged(status, false), "{status}");
+        }
+        // Listings lose every status in object_store: auth and missing-bucket answers too.
+        for status in [401, 403, 404, 400] {
+            assert!(tagged(status, true), "{status}");
+        }
+        assert!(!tagged(503, true));
+    }
+
+    #[test]
+    fn the_s3_error_code_is_read_from_the_body() {
+        let body = br#"<?xml version="1.0"?><Error><Code>KeyTooLongError</Code><Message>x</Message></Error>"#;
+        assert_eq!(s3_error_code(body).as_deref(), Some("KeyTooLongError"));
+        assert_eq!(s3_error_code(b"<Error><Code></Code></Error>"), None);
+        assert_eq!(s3_error_code(b"<Code>a b\x1b[31m</Code>"), None);
+        assert_eq!(s3_error_code(b"not xml"), None);
+        assert_eq!(s3_error_code(&[0xff, 0xfe]), None);
+    }
+
+    fn refused(status: u16) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(HttpError::new(
+                HttpErrorKind::Unknown,
+                S3Refusal {
+                    status,
+                    s3_code: Some("KeyTooLongError".to_string()),
+                },
+            )),
+        }
+    }
+
+    #[test]
+    fn store_errors_are_classified_by_type_not_text() {
+        let key = "p/seg-416.parquet";
+        let not_found = object_store::Error::NotFound {
+            path: key.to_string(),
+            source: "Error performing GET in 1.416s - 416".into(),
+        };
+        assert_eq!(
+            classify_store_error(not_found, "b", key).code(),
+            ErrorCode::ObjectMissing
+        );
+        let denied = object_store::Error::PermissionDenied {
+            path: key.to_string(),
+            source: "no".into(),
+        };
+        let err = classify_store_error(denied, "bucket-x", key);
+        assert_eq!(err.code(), ErrorCode::AuthFailed);
+        assert!(err.message().contains("bucket-x"), "{err}");
+        assert!(
+            err.message().contains("check the store credentials"),
+            "{err}"
+        );
+        let err = classify_store_error(refused(400), "b", key);
+        assert_eq!(err.code(), ErrorCode::FooterInvalid);
+        assert!(err.message().contains("KeyTooLongError"), "{err}");
+        assert!(err.message().contains(key), "{err}");
+        assert_eq!(
+            classify_store_error(refused(416), "b", key).code(),
+            ErrorCode::FooterInvalid
+        );
+        // An untyped failure whose text holds "416" (an elapsed time) is an outage, not a
+        // short object.
+        let generic = object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing GET in 1.416s - connection reset".into(),
+        };
+        assert_eq!(
+            classify_store_error(generic, "b", key).code(),
+            ErrorCode::Unavailable
+        );
+    }
+
+    #[test]
+    fn opendal_outcomes() {
+        use opendal::ErrorKind as K;
+        assert_eq!(
+            opendal_outcome(K::PermissionDenied, false),
+            ErrorCode::AuthFailed
+        );
+        assert_eq!(
+            opendal_outcome(K::NotFound, false),
+            ErrorCode::ObjectMissing
+        );
+        assert_eq!(
+            opendal_outcome(K::RateLimited, true),
+            ErrorCode::Unavailable
+        );
+        assert_eq!(opendal_outcome(K::Unexpected, true), ErrorCode::Unavailable);
+        assert_eq!(
+            opendal_outcome(K::Unexpected, false),
+            ErrorCode::CatalogRejected
+        );
+        assert_eq!(
+            opendal_outcome(K::ConfigInvalid, false),
+            ErrorCode::ConfigInvalid
+        );
+    }
+
+    #[test]
+    fn iceberg_io_errors_are_classified_through_their_source_chain() {
+        // What iceberg-storage-opendal builds from an opendal failure (`from_opendal_error`).
+        let io = |kind, temporary: bool| {
+            let mut e = opendal::Error::new(kind, "S3 answered");
+            if temporary {
+                e = e.set_temporary();
+            }
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                "Failure in doing io operation",
+            )
+            .with_source(e)
+        };
+        assert_eq!(
+            classify_iceberg_io(&io(opendal::ErrorKind::PermissionDenied, false)),
+            Some(ErrorCode::AuthFailed)
+        );
+        assert_eq!(
+            classify_iceberg_io(&io(opendal::ErrorKind::Unexpected, true)),
+            Some(ErrorCode::Unavailable)
+        );
+        // Wrapped once more, as a manifest write inside an append would be.
+        let outer = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest")
+            .with_source(io(opendal::ErrorKind::PermissionDenied, false));
+        assert_eq!(classify_iceberg_io(&outer), Some(ErrorCode::AuthFailed));
+        let plain = iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "not io");
+        assert_eq!(classify_iceberg_io(&plain), None);
+    }
+}

@@ -302,3 +302,179 @@ async fn s3_answers_are_classified_by_status() {
         task.abort();
     }
 }
+
+/// Real segments of a few shapes (one and many row groups, nulls, the embedded ARROW:schema the
+/// Arrow writer adds), to mutate.
+fn real_segments() -> Vec<Vec<u8>> {
+    let mut files = Vec::new();
+    for rows in [1, 100, 1000] {
+        let batch = demo::telemetry_batch(3, rows).expect("batch");
+        files.push(demo::write_parquet(&[batch]).expect("parquet").to_vec());
+    }
+    let batches: Vec<_> = (0..20)
+        .map(|n| demo::telemetry_batch(n, 5).expect("batch"))
+        .collect();
+    let mut buf = Vec::new();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(5))
+        .build();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(&mut buf, batches[0].schema(), Some(props))
+            .expect("writer");
+    for b in &batches {
+        writer.write(b).expect("write");
+    }
+    writer.close().expect("close");
+    files.push(buf);
+    files
+}
+
+/// Where a file's footer region starts (its thrift metadata; the region runs to the end).
+fn footer_start(file: &[u8]) -> usize {
+    let n = file.len();
+    let len = u32::from_le_bytes(file[n - 8..n - 4].try_into().expect("4 bytes")) as usize;
+    n - 8 - len
+}
+
+/// The byte range of the base64 `ARROW:schema` value in a footer, if any.
+fn arrow_schema_value(file: &[u8]) -> Option<std::ops::Range<usize>> {
+    let tag = b"ARROW:schema";
+    let at = file.windows(tag.len()).rposition(|w| w == tag)? + tag.len();
+    // The value follows as a thrift binary: a field header, a varint length, the bytes; take
+    // the longest run of base64 characters after the key.
+    let is_b64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+    let start = at + file[at..].iter().position(is_b64)?;
+    let len = file[start..].iter().take_while(|b| is_b64(b)).count();
+    (len > 16).then_some(start..start + len)
+}
+
+thread_local! {
+    /// Set while the fuzz test decodes: panics the decoder raises (and the reader catches) are
+    /// counted instead of printed.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Mutated footers of real segments never panic the reader: every outcome is a decoded footer or
+/// `sink.iceberg_footer_invalid` naming the key. Bounded in count and time; prints its seed;
+/// `THADAM_FUZZ_SEED=<seed>` replays a run, `THADAM_FUZZ_ITERATIONS` changes the count.
+#[test]
+fn mutated_footers_never_panic_the_reader() {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = std::env::var("THADAM_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let iterations: usize = std::env::var("THADAM_FUZZ_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12_000);
+    let time_limit = std::time::Duration::from_secs(120);
+    println!("footer fuzz: seed {seed} (replay with THADAM_FUZZ_SEED={seed}), {iterations} cases");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let files = real_segments();
+    for file in &files {
+        thadam_iceberg::footer::decode_file("real.parquet", file).expect("real segments decode");
+    }
+
+    let previous = std::panic::take_hook();
+    let caught = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&caught);
+    std::panic::set_hook(Box::new(move |info| {
+        if QUIET.with(std::cell::Cell::get) {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            previous(info);
+        }
+    }));
+
+    let started = std::time::Instant::now();
+    let (mut ok, mut invalid, mut done) = (0usize, 0usize, 0usize);
+    let mut first_panic: Option<String> = None;
+    let key = "fuzz/seg.parquet";
+    while done < iterations && started.elapsed() < time_limit {
+        let mut file = files[rng.random_range(0..files.len())].clone();
+        let start = footer_start(&file);
+        let n = file.len();
+        let what = match rng.random_range(0..5) {
+            0 => {
+                for _ in 0..rng.random_range(1..=4) {
+                    let i = rng.random_range(start..n);
+                    file[i] ^= 1 << rng.random_range(0..8);
+                }
+                "bit flips"
+            }
+            1 => {
+                for _ in 0..rng.random_range(1..=8) {
+                    let i = rng.random_range(start..n);
+                    file[i] = rng.random();
+                }
+                "byte garble"
+            }
+            2 => {
+                file.truncate(rng.random_range(start..n));
+                "truncation"
+            }
+            3 => {
+                // Cut bytes out of the footer but keep a valid trailer: a short footer whose
+                // length field matches.
+                let end = n - 8;
+                let a = rng.random_range(start..end);
+                let b = rng.random_range(a..=end.min(a + 64));
+                let mut cut = file[..a].to_vec();
+                cut.extend_from_slice(&file[b..end]);
+                let len = u32::try_from(cut.len() - start).expect("small");
+                cut.extend_from_slice(&len.to_le_bytes());
+                cut.extend_from_slice(b"PAR1");
+                file = cut;
+                "footer cut"
+            }
+            _ => {
+                // The embedded Arrow schema: a base64 character swapped for another keeps the
+                // thrift valid and garbles the IPC schema the Arrow decoder reads.
+                const B64: &[u8] =
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+                if let Some(range) = arrow_schema_value(&file) {
+                    for _ in 0..rng.random_range(1..=3) {
+                        let i = rng.random_range(range.clone());
+                        file[i] = B64[rng.random_range(0..B64.len())];
+                    }
+                }
+                "arrow schema garble"
+            }
+        };
+        QUIET.with(|q| q.set(true));
+        let outcome = std::panic::catch_unwind(|| thadam_iceberg::footer::decode_file(key, &file));
+        QUIET.with(|q| q.set(false));
+        match outcome {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(e)) => {
+                assert_eq!(
+                    e.code(),
+                    ErrorCode::FooterInvalid,
+                    "seed {seed}, case {done} ({what}): {e}"
+                );
+                assert!(e.to_string().contains(key), "seed {seed}, case {done}: {e}");
+                if first_panic.is_none() && e.message().contains("the decoder failed") {
+                    first_panic = Some(e.to_string());
+                }
+                invalid += 1;
+            }
+            Err(_) => panic!(
+                "seed {seed}, case {done} ({what}): the footer reader panicked; replay with \
+                 THADAM_FUZZ_SEED={seed}"
+            ),
+        }
+        done += 1;
+    }
+    let _ = std::panic::take_hook();
+    println!(
+        "footer fuzz: {done} cases in {:.1}s: {ok} decoded, {invalid} footer_invalid ({} of them \
+         decoder panics caught by the reader)",
+        started.elapsed().as_secs_f64(),
+        caught.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    if let Some(example) = first_panic {
+        println!("footer fuzz: e.g. {example}");
+    }
+    assert!(done >= 1000, "too few cases in the time limit: {done}");
+}

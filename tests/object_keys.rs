@@ -212,3 +212,67 @@ async fn object_store_paths_are_the_raw_keys_on_the_wire() {
         );
     }
 }
+
+/// Runs the standalone runner (examples/registrar) with `args`; returns (exit code, stdout,
+/// stderr).
+fn runner(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(common::example_binary("registrar"))
+        .args(args)
+        .output()
+        .expect("run the runner");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A wrong S3 secret is `auth.failed` for `--check` (the bucket check fails, exit 3) and for
+/// the runner (exit 3), and the secret appears in neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_s3_secret_is_auth_failed_for_check_and_runner_alike() {
+    let mut h = Harness::new("keys_secret");
+    h.ship_telemetry(0, 10).await;
+    let wrong = "wrong-s3-secret-0123456789";
+    assert!(h.yaml.contains("${env:THADAM_TEST_S3_SECRET_KEY}"));
+    let yaml = h.yaml.replace("${env:THADAM_TEST_S3_SECRET_KEY}", wrong);
+    let path = h.dir.path().join("wrong-secret.yaml");
+    std::fs::write(&path, yaml).expect("write config");
+    let config = path.to_str().expect("utf-8");
+
+    let (code, stdout, stderr) = tokio::task::spawn_blocking({
+        let config = config.to_string();
+        move || runner(&["--config", &config, "--check"])
+    })
+    .await
+    .expect("check ran");
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(failed.len(), 1, "one failing check:\n{stdout}\n{stderr}");
+    assert!(
+        failed[0].starts_with("FAIL [iceberg] bucket readable: auth.failed"),
+        "{stdout}"
+    );
+    assert!(
+        failed[0].contains("check the store credentials"),
+        "{stdout}"
+    );
+    assert_eq!(
+        code, 3,
+        "--check exits as auth.failed does:\n{stdout}\n{stderr}"
+    );
+
+    let (code, stdout, stderr) = tokio::task::spawn_blocking({
+        let config = config.to_string();
+        move || runner(&["--config", &config, "--until-caught-up"])
+    })
+    .await
+    .expect("runner ran");
+    assert_eq!(
+        code, 3,
+        "the runner stops on auth.failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("auth.failed"), "{stderr}");
+    for text in [&stdout, &stderr] {
+        assert!(!text.contains(wrong), "no secret in the output");
+    }
+}
