@@ -4,16 +4,21 @@
 //! of a typical segment; only a larger footer costs a second read of exactly its bytes. Footers
 //! over [`MAX_FOOTER_BYTES`] are refused instead of read: a corrupt length must not make the
 //! registrar allocate gigabytes.
+//!
+//! No footer can panic the registrar: decoding runs on a blocking thread inside
+//! `catch_unwind` (see [`decode_footer`]), and anything undecodable is
+//! `sink.iceberg_footer_invalid` naming the key.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::store::{classify_store_error, object_path};
 
 /// The most footer bytes the registrar will read for one segment.
 pub const MAX_FOOTER_BYTES: u64 = 64 * 1024 * 1024;
@@ -43,18 +48,23 @@ impl SegmentFooter {
     }
 }
 
-/// Reads and decodes the footer of `key`, whose size the segment catalog recorded as
-/// `expected_size`. The first read is a bounded range ending at that size (suffix ranges are not
-/// supported by every S3 server); the object's real size must match the record, so a partial or
-/// replaced upload is caught here. Errors name the key and say what is wrong: `ObjectMissing`
-/// (404), `FooterInvalid` (not Parquet, truncated, size mismatch, footer too large, undecodable),
-/// `Unavailable` (network/5xx: retry).
+/// Reads and decodes the footer of `key` in `bucket` (the bucket `store` reads; named in
+/// errors), whose size the segment catalog recorded as `expected_size`. The first read is a
+/// bounded range ending at that size (suffix ranges are not supported by every S3 server); the
+/// object's real size must match the record, so a partial or replaced upload is caught here.
+/// The key is read byte for byte ([`crate::store::object_path`]). Errors name the key and say
+/// what is wrong (see [`crate::store::classify_store_error`]): `ObjectMissing` (404),
+/// `AuthFailed` (401/403), `FooterInvalid` (a key that cannot be registered, not Parquet,
+/// truncated, size mismatch, footer too large, undecodable, another 4xx), `Unavailable`
+/// (network, 5xx, 429: retry).
 pub async fn read_footer(
     store: &dyn ObjectStore,
+    bucket: &str,
     key: &str,
     expected_size: u64,
 ) -> Result<SegmentFooter> {
-    let path = ObjectPath::from(key);
+    let path = object_path(key)?;
+    let store_error = |e: object_store::Error| classify_store_error(e, bucket, key);
     if expected_size < TRAILER + MAGIC.len() as u64 {
         return Err(invalid(
             key,
@@ -66,10 +76,7 @@ pub async fn read_footer(
         range: Some(GetRange::Bounded(tail_start..expected_size)),
         ..Default::default()
     };
-    let result = store
-        .get_opts(&path, options)
-        .await
-        .map_err(|e| store_error(e, key))?;
+    let result = store.get_opts(&path, options).await.map_err(store_error)?;
     let object_size = result.meta.size;
     if object_size != expected_size {
         return Err(invalid(
@@ -80,7 +87,7 @@ pub async fn read_footer(
             ),
         ));
     }
-    let tail = result.bytes().await.map_err(|e| store_error(e, key))?;
+    let tail = result.bytes().await.map_err(store_error)?;
     let mut bytes_read = tail.len() as u64;
     if tail.len() as u64 != expected_size - tail_start {
         return Err(invalid(key, "the store returned a short read".to_string()));
@@ -113,24 +120,87 @@ pub async fn read_footer(
         let bytes = store
             .get_range(&path, footer_start..object_size - TRAILER)
             .await
-            .map_err(|e| store_error(e, key))?;
+            .map_err(store_error)?;
         bytes_read += bytes.len() as u64;
         bytes
     };
-    let metadata = ParquetMetaDataReader::decode_metadata(&footer)
-        .map_err(|e| invalid(key, format!("its footer cannot be decoded: {e}")))?;
-    let file_metadata = metadata.file_metadata();
-    let arrow_schema = parquet_to_arrow_schema(
-        file_metadata.schema_descr(),
-        file_metadata.key_value_metadata(),
-    )
-    .map_err(|e| invalid(key, format!("its schema has no Arrow equivalent: {e}")))?;
+    // Decoding is CPU work on up to MAX_FOOTER_BYTES: off the async threads.
+    let owned_key = key.to_string();
+    let decoded = tokio::task::spawn_blocking(move || decode_footer(&owned_key, &footer))
+        .await
+        .map_err(|e| {
+            if e.is_panic() {
+                // decode_footer catches its own panics; this is the defence behind it.
+                invalid(
+                    key,
+                    "decoding its footer failed (the decoder panicked)".to_string(),
+                )
+            } else {
+                Error::cancelled()
+            }
+        })??;
     Ok(SegmentFooter {
-        metadata: Arc::new(metadata),
-        arrow_schema: Arc::new(arrow_schema),
+        metadata: Arc::new(decoded.0),
+        arrow_schema: Arc::new(decoded.1),
         object_size,
         bytes_read,
     })
+}
+
+/// Decodes a footer (the thrift `FileMetaData`, without the 8-byte trailer) and the file's
+/// Arrow schema (from its embedded `ARROW:schema`, when present). Never panics: the Parquet
+/// and Arrow IPC decoders do on some malformed input (e.g. `not implemented: Type <UNKNOWN
+/// 213>` in the IPC schema decoder), and the decoders are not ours to fix, so the decode runs
+/// under `catch_unwind` as the last line of defence. That is sound here: the closure owns
+/// nothing shared (it reads `footer` and builds fresh values), so a panic half way leaves no
+/// state behind that anyone could observe. A panic is `FooterInvalid` naming `key`.
+#[doc(hidden)]
+pub fn decode_footer(key: &str, footer: &[u8]) -> Result<(ParquetMetaData, arrow_schema::Schema)> {
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        let metadata = ParquetMetaDataReader::decode_metadata(footer)
+            .map_err(|e| invalid(key, format!("its footer cannot be decoded: {e}")))?;
+        let file_metadata = metadata.file_metadata();
+        let arrow_schema = parquet_to_arrow_schema(
+            file_metadata.schema_descr(),
+            file_metadata.key_value_metadata(),
+        )
+        .map_err(|e| invalid(key, format!("its schema has no Arrow equivalent: {e}")))?;
+        Ok((metadata, arrow_schema))
+    }));
+    decoded.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Err(invalid(
+            key,
+            format!("its footer cannot be decoded (the decoder failed: {what})"),
+        ))
+    })
+}
+
+/// Decodes the footer of a whole Parquet file in memory (trailer, length, footer): what
+/// [`read_footer`] does after its reads. For fuzzing and tests.
+#[doc(hidden)]
+pub fn decode_file(key: &str, file: &[u8]) -> Result<(ParquetMetaData, arrow_schema::Schema)> {
+    let size = file.len() as u64;
+    if size < TRAILER + MAGIC.len() as u64 {
+        return Err(invalid(
+            key,
+            format!("it is {size} bytes long, too short to be a Parquet file"),
+        ));
+    }
+    let footer_len = parse_trailer(file, key)?;
+    if footer_len > MAX_FOOTER_BYTES || footer_len + TRAILER + MAGIC.len() as u64 > size {
+        return Err(invalid(
+            key,
+            format!("its footer claims {footer_len} bytes, more than the file holds"),
+        ));
+    }
+    let end = file.len() - TRAILER as usize;
+    let start = end - usize::try_from(footer_len).unwrap_or(end);
+    decode_footer(key, &file[start..end])
 }
 
 /// Checks the trailing magic and returns the footer length.
@@ -169,27 +239,4 @@ fn invalid(key: &str, why: String) -> Error {
              its Uploaded record"
         ),
     )
-}
-
-fn store_error(err: object_store::Error, key: &str) -> Error {
-    match err {
-        // 416: the range starts past the object's end, so the object is shorter than recorded.
-        other if other.to_string().contains("416") => invalid(
-            key,
-            "the object is shorter than the segment catalog recorded (partial upload?)".to_string(),
-        ),
-        object_store::Error::NotFound { .. } => Error::new(
-            ErrorCode::ObjectMissing,
-            format!(
-                "object {key} is not in the bucket although the segment catalog records it as \
-                 uploaded; check the shipper's bucket and prefix (url) against the registrar's"
-            ),
-        ),
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => Error::auth_failed(format!(
-            "the S3 store refused access to object {key}; check store.access_key_id / \
-                 store.secret_access_key"
-        )),
-        other => Error::unavailable(format!("reading object {key} failed: {other}")),
-    }
 }

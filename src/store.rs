@@ -1,20 +1,353 @@
 //! S3 access for the registrar: an `object_store` client for footer reads and the FileIO
 //! properties iceberg uses for metadata and manifests. Both come from the same `store:` config,
 //! so they reach the same bucket with the same credentials.
+//!
+//! Object keys: the key a segment record names is used byte for byte, both for the footer read
+//! ([`object_path`]) and for the data file path registered in the table ([`object_uri`]), so the
+//! object read is the object registered. Keys no Iceberg reader could reach are refused
+//! ([`key_problem`]).
+//!
+//! Failures are classified by type: object_store's variants, the HTTP status of an S3 answer
+//! (carried as a typed [`S3Refusal`], see [`object_store`]), opendal's error kinds for FileIO
+//! ([`classify_iceberg_io`]); one pure function maps an S3 status to what the registrar does
+//! ([`status_outcome`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use futures::StreamExt;
 use iceberg_storage_opendal::{AwsCredential, CustomAwsCredentialLoader, ProvideCredential};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use object_store::client::{
+    ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
+    HttpService, ReqwestConnector,
+};
+use object_store::path::Path as ObjectPath;
 
 use crate::config::{Secret, StoreConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
+
+/// The longest key S3 accepts, in bytes of UTF-8.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// Why `key` cannot name a segment safely, or `None` when it can. Every key S3 allows passes,
+/// except those whose bytes would not survive the trip to the object or to a reader of the
+/// table:
+/// - empty: a GET of the bucket itself is a listing;
+/// - over [`MAX_KEY_BYTES`]: S3 refuses it;
+/// - a leading or trailing `/`, an empty, `.` or `..` segment: object_store's paths (and
+///   readers' path handling) normalise these away, so another object would be read;
+/// - ASCII control characters: object_store's paths cannot hold them;
+/// - `#` or `?`: the data file path is a URI, and readers (pyiceberg's `urlparse`, Java's
+///   `S3URI`) cut it at a fragment or query, none percent-decodes: no registered path reaches
+///   the object.
+pub fn key_problem(key: &str) -> Option<String> {
+    if key.is_empty() {
+        return Some("the key is empty (it would name the bucket itself)".to_string());
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Some(format!(
+            "the key is {} bytes long, over S3's {MAX_KEY_BYTES}-byte limit",
+            key.len()
+        ));
+    }
+    if key.starts_with('/') {
+        return Some("the key starts with '/'".to_string());
+    }
+    if key.ends_with('/') {
+        return Some("the key ends with '/' (a folder marker, not a file)".to_string());
+    }
+    for segment in key.split('/') {
+        match segment {
+            "" => return Some("the key has an empty segment ('//')".to_string()),
+            "." | ".." => {
+                return Some(format!(
+                    "the key has a '{segment}' segment, which paths normalise away"
+                ));
+            }
+            _ => {}
+        }
+    }
+    if let Some(c) = key.chars().find(char::is_ascii_control) {
+        return Some(format!(
+            "the key contains the control character U+{:04X}",
+            u32::from(c)
+        ));
+    }
+    if let Some(c) = key.chars().find(|c| matches!(c, '#' | '?')) {
+        return Some(format!(
+            "the key contains '{c}', which Iceberg readers take for the start of a URI {} \
+             (pyiceberg, Java's S3FileIO), so no registered path would reach the object",
+            if c == '#' { "fragment" } else { "query" }
+        ));
+    }
+    None
+}
+
+/// The error for a key [`key_problem`] refuses: permanent, naming the key and the fix.
+fn key_refused(key: &str, why: &str) -> Error {
+    Error::new(
+        ErrorCode::FooterInvalid,
+        format!(
+            "object key {key:?} cannot be registered: {why}; re-ship the segment under a plain \
+             key (letters, digits, '/', '-', '_', '.', '=', spaces) or remove its Uploaded record"
+        ),
+    )
+}
+
+/// The object_store path of a recorded object key, holding the key's bytes unchanged
+/// (`Path::parse`, not `Path::from`, which percent-encodes `~ # % [ ] { } ^ | \ < > " * ?` and
+/// non-ASCII). object_store's S3 client percent-encodes the path once for the request line,
+/// so S3 receives exactly this key.
+pub fn object_path(key: &str) -> Result<ObjectPath> {
+    if let Some(why) = key_problem(key) {
+        return Err(key_refused(key, &why));
+    }
+    let path = ObjectPath::parse(key).map_err(|e| key_refused(key, &e.to_string()))?;
+    // `key_problem` refuses everything `parse` would change; this keeps that promise checked.
+    if path.as_ref() != key {
+        return Err(key_refused(key, "object_store would rewrite it"));
+    }
+    Ok(path)
+}
+
+/// The data file path registered for a recorded object key: `s3://{bucket}/{key}`, the key's
+/// bytes unchanged (Iceberg readers take the path after the bucket as the key, without
+/// decoding).
+pub fn object_uri(bucket: &str, key: &str) -> Result<String> {
+    if let Some(why) = key_problem(key) {
+        return Err(key_refused(key, &why));
+    }
+    Ok(format!("s3://{bucket}/{key}"))
+}
+
+/// What the registrar does about an S3 answer with this HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusOutcome {
+    /// 404: the object is not there (`sink.iceberg_object_missing`).
+    Missing,
+    /// 401/403: the store refuses our credentials (`auth.failed`).
+    Auth,
+    /// 416: the range starts past the object's end, so it is shorter than recorded.
+    ShortObject,
+    /// Another 4xx (or a redirect): the request can never succeed as it is; permanent.
+    Rejected,
+    /// 408, 429, 5xx: the store is busy or failing; retried with backoff.
+    Transient,
+}
+
+/// The one mapping from an S3 status to an outcome.
+pub fn status_outcome(status: u16) -> StatusOutcome {
+    match status {
+        404 => StatusOutcome::Missing,
+        401 | 403 => StatusOutcome::Auth,
+        416 => StatusOutcome::ShortObject,
+        408 | 429 => StatusOutcome::Transient,
+        // 304 only answers a conditional request, which is not an error.
+        300..=303 | 305..=499 => StatusOutcome::Rejected,
+        _ => StatusOutcome::Transient,
+    }
+}
+
+/// An S3 answer object_store has no variant for (a 4xx other than 401/403/404/409/412, or a
+/// redirect), kept typed in the error chain: its status and S3's own error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("S3 answered {status}{}", s3_code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+pub struct S3Refusal {
+    pub status: u16,
+    /// The `<Code>` of S3's XML error body (e.g. `KeyTooLongError`), when there is one.
+    pub s3_code: Option<String>,
+}
+
+/// The [`S3Refusal`] in `err`'s source chain, if any.
+pub fn s3_refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a S3Refusal> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(refusal) = e.downcast_ref::<S3Refusal>() {
+            return Some(refusal);
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// Whether an answer with `status` is tagged as an [`S3Refusal`]: the statuses object_store
+/// leaves untyped and does not retry. object_store types 401, 403, 404, 409 and 412 itself
+/// (conditional requests rely on 409/412) and retries 408, 429 and 5xx, except on list
+/// requests, whose failures it reports with no typed status at all: there 401, 403 and 404
+/// (`NoSuchBucket`) are tagged too.
+fn tagged(status: u16, is_list: bool) -> bool {
+    match status_outcome(status) {
+        StatusOutcome::Rejected => !matches!(status, 409 | 412),
+        StatusOutcome::ShortObject => true,
+        StatusOutcome::Missing | StatusOutcome::Auth => is_list,
+        StatusOutcome::Transient => false,
+    }
+}
+
+/// Whether `request` is an S3 ListObjectsV2 (`GET /bucket?list-type=2...`).
+fn is_list_request(request: &HttpRequest) -> bool {
+    request.method() == http::Method::GET
+        && request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|pair| pair == "list-type=2"))
+}
+
+/// An object_store HTTP connector that turns untyped S3 refusals into [`S3Refusal`] errors
+/// (object_store keeps the status of such an answer in a type that is not public).
+#[derive(Debug, Default)]
+struct TypedStatusConnector;
+
+impl HttpConnector for TypedStatusConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let inner = ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(TypedStatus(inner)))
+    }
+}
+
+#[derive(Debug)]
+struct TypedStatus(HttpClient);
+
+/// The most bytes of an error body read for its `<Code>`.
+const MAX_ERROR_BODY: usize = 16 * 1024;
+
+#[async_trait]
+impl HttpService for TypedStatus {
+    async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let is_list = is_list_request(&request);
+        let response = self.0.execute(request).await?;
+        let status = response.status();
+        if !tagged(status.as_u16(), is_list) {
+            return Ok(response);
+        }
+        let mut body = Vec::new();
+        let mut stream = response.into_body().bytes_stream();
+        while let Some(Ok(chunk)) = stream.next().await {
+            let room = MAX_ERROR_BODY.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() >= MAX_ERROR_BODY {
+                break;
+            }
+        }
+        // `Unknown`: object_store does not retry it.
+        Err(HttpError::new(
+            HttpErrorKind::Unknown,
+            S3Refusal {
+                status: status.as_u16(),
+                s3_code: s3_error_code(&body),
+            },
+        ))
+    }
+}
+
+/// The `<Code>` element of an S3 XML error body: S3's machine-readable error type, kept for the
+/// message (short, printable ASCII only).
+fn s3_error_code(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    let start = text.find("<Code>")? + "<Code>".len();
+    let len = text[start..].find("</Code>")?;
+    let code = &text[start..start + len];
+    let ok = !code.is_empty()
+        && code.len() <= 64
+        && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
+    ok.then(|| code.to_string())
+}
+
+/// Classifies an object_store failure on `key` of `bucket` (the footer read), by type.
+pub fn classify_store_error(err: object_store::Error, bucket: &str, key: &str) -> Error {
+    let status = match &err {
+        object_store::Error::NotFound { .. } => Some(404),
+        object_store::Error::PermissionDenied { .. } => Some(403),
+        object_store::Error::Unauthenticated { .. } => Some(401),
+        _ => s3_refusal(&err).map(|r| r.status),
+    };
+    let refusal = s3_refusal(&err)
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    match status.map(status_outcome) {
+        Some(StatusOutcome::Missing) => Error::new(
+            ErrorCode::ObjectMissing,
+            format!(
+                "object {key} is not in bucket {bucket} although the segment catalog records it \
+                 as uploaded; check the shipper's bucket and prefix (url) against the registrar's"
+            ),
+        ),
+        Some(StatusOutcome::Auth) => Error::auth_failed(format!(
+            "the S3 store refused access to object {key} in bucket {bucket}; check the store \
+             credentials (store.access_key_id / store.secret_access_key) and that they may read \
+             the bucket"
+        )),
+        Some(StatusOutcome::ShortObject) => Error::new(
+            ErrorCode::FooterInvalid,
+            format!(
+                "object {key} is shorter than the segment catalog recorded{refusal} (partial \
+                 upload, or a wrong recorded size?); re-ship the segment or remove its Uploaded \
+                 record"
+            ),
+        ),
+        Some(StatusOutcome::Rejected) => Error::new(
+            ErrorCode::FooterInvalid,
+            format!(
+                "S3 refuses every read of object {key} in bucket {bucket}{refusal}: the segment \
+                 record (its key or size) is not something S3 can serve; re-ship the segment or \
+                 remove its Uploaded record (if every segment fails so, check store.region and \
+                 store.endpoint)"
+            ),
+        ),
+        Some(StatusOutcome::Transient) | None => {
+            Error::unavailable(format!("reading object {key} failed: {err}"))
+        }
+    }
+}
+
+/// Classifies a failure of iceberg's FileIO (metadata, manifest list and manifest reads and
+/// writes) by the opendal error in its source chain: `None` when there is none (not an I/O
+/// failure; the caller decides). Read-only credentials (403) are `auth.failed`, a 404
+/// `object_missing`, temporary failures (5xx, 429, network) `unavailable`, and any other
+/// refusal permanent (`catalog_rejected`: the catalog's storage will not take the request).
+pub fn classify_iceberg_io(err: &iceberg::Error) -> Option<ErrorCode> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<opendal::Error>() {
+            return Some(opendal_outcome(io.kind(), io.is_temporary()));
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// The outcome of an opendal error of `kind` (`temporary` as opendal marks it: 5xx, 429 and
+/// transport failures).
+pub fn opendal_outcome(kind: opendal::ErrorKind, temporary: bool) -> ErrorCode {
+    use opendal::ErrorKind as K;
+    match kind {
+        K::PermissionDenied => ErrorCode::AuthFailed,
+        K::ConfigInvalid => ErrorCode::ConfigInvalid,
+        K::RateLimited => ErrorCode::Unavailable,
+        _ if temporary => ErrorCode::Unavailable,
+        K::NotFound => ErrorCode::ObjectMissing,
+        _ => ErrorCode::CatalogRejected,
+    }
+}
 
 /// The bucket as an `ObjectStore`. A custom endpoint (a local or self-hosted S3) is addressed
 /// path-style, which is what such servers expect; AWS itself gets virtual-hosted requests.
+/// S3 refusals object_store has no variant for come back as a typed [`S3Refusal`] in the error
+/// chain (see [`classify_store_error`]).
 pub fn object_store(store: &StoreConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+    object_store_with(store, bucket, None)
+}
+
+/// [`object_store`] with object_store's own retry settings replaced (tests: no retries).
+#[doc(hidden)]
+pub fn object_store_with(
+    store: &StoreConfig,
+    bucket: &str,
+    retry: Option<object_store::RetryConfig>,
+) -> Result<Arc<dyn ObjectStore>> {
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(&store.region)
@@ -29,12 +362,18 @@ pub fn object_store(store: &StoreConfig, bucket: &str) -> Result<Arc<dyn ObjectS
             .with_access_key_id(id.expose())
             .with_secret_access_key(secret.expose());
     }
-    let s3 = builder.build().map_err(|e| {
-        // object_store's config errors name keys, not values.
-        Error::config_invalid(format!(
-            "store: cannot configure S3 access to bucket {bucket}: {e}"
-        ))
-    })?;
+    if let Some(retry) = retry {
+        builder = builder.with_retry(retry);
+    }
+    let s3 = builder
+        .with_http_connector(TypedStatusConnector)
+        .build()
+        .map_err(|e| {
+            // object_store's config errors name keys, not values.
+            Error::config_invalid(format!(
+                "store: cannot configure S3 access to bucket {bucket}: {e}"
+            ))
+        })?;
     Ok(Arc::new(s3))
 }
 
@@ -105,5 +444,234 @@ impl ProvideCredential for StaticKeys {
             session_token: self.session_token.as_ref().map(|t| t.expose().to_string()),
             expires_in: None,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_s3_allows_and_readers_reach_is_kept_byte_for_byte() {
+        for key in [
+            "a.parquet",
+            "p/thadam/v1/pipe/telemetry/seg-000001.parquet",
+            "a b.parquet",
+            "seg~1.parquet",
+            "50%.parquet",
+            "100%25.parquet",
+            "ts=2024-01-01/part 0.parquet",
+            "grüße ü.parquet",
+            "[x]{y}^|\\<>\"*.parquet",
+            "..a/b..",
+        ] {
+            assert_eq!(key_problem(key), None, "{key}");
+            assert_eq!(object_path(key).expect(key).as_ref(), key);
+            assert_eq!(
+                object_uri("bucket", key).expect(key),
+                format!("s3://bucket/{key}")
+            );
+        }
+        // What the old reader did instead: another object.
+        assert_ne!(ObjectPath::from("seg~1.parquet").as_ref(), "seg~1.parquet");
+    }
+
+    #[test]
+    fn keys_no_reader_could_reach_are_refused_naming_the_key() {
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        for (key, why) in [
+            ("", "empty"),
+            (long.as_str(), "1024-byte"),
+            ("/a.parquet", "starts with '/'"),
+            ("dir/", "ends with '/'"),
+            ("a//b", "empty segment"),
+            ("a/./b", "'.' segment"),
+            ("a/../b", "'..' segment"),
+            ("..", "'..' segment"),
+            ("a\u{7}b", "U+0007"),
+            ("a\nb", "U+000A"),
+            ("a#b", "fragment"),
+            ("a?b", "query"),
+        ] {
+            let problem = key_problem(key).unwrap_or_else(|| panic!("{key:?} passes"));
+            assert!(problem.contains(why), "{key:?}: {problem}");
+            for err in [
+                object_path(key).expect_err("refused"),
+                object_uri("b", key).expect_err("refused"),
+            ] {
+                assert_eq!(err.code(), ErrorCode::FooterInvalid);
+                assert!(err.message().contains(&format!("{key:?}")), "{err}");
+            }
+        }
+        // Exactly at the limit is fine; multi-byte characters count in bytes.
+        assert_eq!(key_problem(&"k".repeat(MAX_KEY_BYTES)), None);
+        assert!(key_problem(&"ü".repeat(MAX_KEY_BYTES / 2 + 1)).is_some());
+    }
+
+    #[test]
+    fn status_outcomes() {
+        use StatusOutcome::*;
+        for (status, outcome) in [
+            (404, Missing),
+            (401, Auth),
+            (403, Auth),
+            (416, ShortObject),
+            (400, Rejected),
+            (405, Rejected),
+            (409, Rejected),
+            (411, Rejected),
+            (412, Rejected),
+            (414, Rejected),
+            (301, Rejected),
+            (307, Rejected),
+            (304, Transient),
+            (408, Transient),
+            (429, Transient),
+            (500, Transient),
+            (501, Transient),
+            (502, Transient),
+            (503, Transient),
+            (504, Transient),
+            (599, Transient),
+        ] {
+            assert_eq!(status_outcome(status), outcome, "{status}");
+        }
+    }
+
+    #[test]
+    fn only_statuses_object_store_leaves_untyped_are_tagged() {
+        for status in [400, 405, 414, 416, 301] {
+            assert!(tagged(status, false), "{status}");
+        }
+        // object_store types or retries these itself.
+        for status in [401, 403, 404, 409, 412, 408, 429, 500, 503, 304] {
+            assert!(!tagged(status, false), "{status}");
+        }
+        // Listings lose every status in object_store: auth and missing-bucket answers too.
+        for status in [401, 403, 404, 400] {
+            assert!(tagged(status, true), "{status}");
+        }
+        assert!(!tagged(503, true));
+    }
+
+    #[test]
+    fn the_s3_error_code_is_read_from_the_body() {
+        let body = br#"<?xml version="1.0"?><Error><Code>KeyTooLongError</Code><Message>x</Message></Error>"#;
+        assert_eq!(s3_error_code(body).as_deref(), Some("KeyTooLongError"));
+        assert_eq!(s3_error_code(b"<Error><Code></Code></Error>"), None);
+        assert_eq!(s3_error_code(b"<Code>a b\x1b[31m</Code>"), None);
+        assert_eq!(s3_error_code(b"not xml"), None);
+        assert_eq!(s3_error_code(&[0xff, 0xfe]), None);
+    }
+
+    fn refused(status: u16) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(HttpError::new(
+                HttpErrorKind::Unknown,
+                S3Refusal {
+                    status,
+                    s3_code: Some("KeyTooLongError".to_string()),
+                },
+            )),
+        }
+    }
+
+    #[test]
+    fn store_errors_are_classified_by_type_not_text() {
+        let key = "p/seg-416.parquet";
+        let not_found = object_store::Error::NotFound {
+            path: key.to_string(),
+            source: "Error performing GET in 1.416s - 416".into(),
+        };
+        assert_eq!(
+            classify_store_error(not_found, "b", key).code(),
+            ErrorCode::ObjectMissing
+        );
+        let denied = object_store::Error::PermissionDenied {
+            path: key.to_string(),
+            source: "no".into(),
+        };
+        let err = classify_store_error(denied, "bucket-x", key);
+        assert_eq!(err.code(), ErrorCode::AuthFailed);
+        assert!(err.message().contains("bucket-x"), "{err}");
+        assert!(
+            err.message().contains("check the store credentials"),
+            "{err}"
+        );
+        let err = classify_store_error(refused(400), "b", key);
+        assert_eq!(err.code(), ErrorCode::FooterInvalid);
+        assert!(err.message().contains("KeyTooLongError"), "{err}");
+        assert!(err.message().contains(key), "{err}");
+        assert_eq!(
+            classify_store_error(refused(416), "b", key).code(),
+            ErrorCode::FooterInvalid
+        );
+        // An untyped failure whose text holds "416" (an elapsed time) is an outage, not a
+        // short object.
+        let generic = object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing GET in 1.416s - connection reset".into(),
+        };
+        assert_eq!(
+            classify_store_error(generic, "b", key).code(),
+            ErrorCode::Unavailable
+        );
+    }
+
+    #[test]
+    fn opendal_outcomes() {
+        use opendal::ErrorKind as K;
+        assert_eq!(
+            opendal_outcome(K::PermissionDenied, false),
+            ErrorCode::AuthFailed
+        );
+        assert_eq!(
+            opendal_outcome(K::NotFound, false),
+            ErrorCode::ObjectMissing
+        );
+        assert_eq!(
+            opendal_outcome(K::RateLimited, true),
+            ErrorCode::Unavailable
+        );
+        assert_eq!(opendal_outcome(K::Unexpected, true), ErrorCode::Unavailable);
+        assert_eq!(
+            opendal_outcome(K::Unexpected, false),
+            ErrorCode::CatalogRejected
+        );
+        assert_eq!(
+            opendal_outcome(K::ConfigInvalid, false),
+            ErrorCode::ConfigInvalid
+        );
+    }
+
+    #[test]
+    fn iceberg_io_errors_are_classified_through_their_source_chain() {
+        // What iceberg-storage-opendal builds from an opendal failure (`from_opendal_error`).
+        let io = |kind, temporary: bool| {
+            let mut e = opendal::Error::new(kind, "S3 answered");
+            if temporary {
+                e = e.set_temporary();
+            }
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                "Failure in doing io operation",
+            )
+            .with_source(e)
+        };
+        assert_eq!(
+            classify_iceberg_io(&io(opendal::ErrorKind::PermissionDenied, false)),
+            Some(ErrorCode::AuthFailed)
+        );
+        assert_eq!(
+            classify_iceberg_io(&io(opendal::ErrorKind::Unexpected, true)),
+            Some(ErrorCode::Unavailable)
+        );
+        // Wrapped once more, as a manifest write inside an append would be.
+        let outer = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest")
+            .with_source(io(opendal::ErrorKind::PermissionDenied, false));
+        assert_eq!(classify_iceberg_io(&outer), Some(ErrorCode::AuthFailed));
+        let plain = iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "not io");
+        assert_eq!(classify_iceberg_io(&plain), None);
     }
 }

@@ -107,7 +107,12 @@ impl Actor for FooterReader {
         let started = std::time::Instant::now();
         let what = format!("reading the footer of {}", request.object_key);
         let result = retry_transient(ctx.retry(), &mut shutdown, &what, || {
-            read_footer(ctx.store.as_ref(), &request.object_key, request.file_size)
+            read_footer(
+                ctx.store.as_ref(),
+                &ctx.config.url.bucket,
+                &request.object_key,
+                request.file_size,
+            )
         })
         .await;
         match result {

@@ -283,35 +283,63 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
 }
 
 /// Lists the top level of `url`'s prefix: one request, proving the endpoint, the keys and the
-/// bucket.
+/// bucket. Classified as the runner classifies S3 failures (by status, see
+/// [`crate::store::status_outcome`]): refused credentials are `auth.failed`, a missing bucket
+/// `object_missing`, another refusal `config.invalid`, and only an outage `unavailable`.
 async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
     let root = config.url.uri();
     let store = crate::store::object_store(&config.store, &config.url.bucket)?;
-    let prefix = object_store::path::Path::from(config.url.prefix.as_str());
+    let bucket = &config.url.bucket;
+    let prefix = object_store::path::Path::parse(config.url.prefix.as_str()).map_err(|e| {
+        Error::config_invalid(format!(
+            "url: the prefix of {root} is not a valid key prefix: {e}"
+        ))
+    })?;
     let prefix = (!config.url.prefix.is_empty()).then_some(&prefix);
     let listed = timed(&format!("listing {root}"), async {
-        store.list_with_delimiter(prefix).await.map_err(|e| {
-            // s3 answers a missing bucket with 404 NoSuchBucket, which object_store reports as
-            // a generic error: tell it apart, it is a config mistake rather than an outage.
-            let code = match &e {
-                object_store::Error::NotFound { .. } => ErrorCode::ObjectMissing,
-                other if other.to_string().contains("NoSuchBucket") => ErrorCode::ObjectMissing,
-                _ => ErrorCode::Unavailable,
-            };
-            Error::new(
-                code,
-                format!(
-                    "cannot list {root}: {e}; check url (bucket and prefix), store.endpoint and \
-                     the store keys"
-                ),
-            )
-        })
+        store
+            .list_with_delimiter(prefix)
+            .await
+            .map_err(|e| bucket_error(&e, bucket, &root))
     })
     .await?;
     let entries = listed.objects.len() + listed.common_prefixes.len();
     Ok(format!(
         "{root} listed ({entries} entries at its top level)"
     ))
+}
+
+/// The check's verdict on a failed listing of `root`, by type.
+fn bucket_error(e: &object_store::Error, bucket: &str, root: &str) -> Error {
+    use crate::store::{StatusOutcome, s3_refusal, status_outcome};
+    let status = match e {
+        object_store::Error::NotFound { .. } => Some(404),
+        object_store::Error::PermissionDenied { .. } => Some(403),
+        object_store::Error::Unauthenticated { .. } => Some(401),
+        other => s3_refusal(other).map(|r| r.status),
+    };
+    match status.map(status_outcome) {
+        Some(StatusOutcome::Auth) => Error::auth_failed(format!(
+            "the S3 store refused to list {root}: {e}; check the store credentials \
+             (store.access_key_id / store.secret_access_key) and that they may read bucket \
+             {bucket}"
+        )),
+        Some(StatusOutcome::Missing) => Error::new(
+            ErrorCode::ObjectMissing,
+            format!(
+                "cannot list {root}: {e}; check url (bucket {bucket} and prefix) and store.endpoint"
+            ),
+        ),
+        Some(StatusOutcome::Rejected | StatusOutcome::ShortObject) => {
+            Error::config_invalid(format!(
+                "the S3 store refused to list {root}: {e}; check url, store.endpoint and \
+             store.region"
+            ))
+        }
+        Some(StatusOutcome::Transient) | None => Error::unavailable(format!(
+            "cannot list {root}: {e}; check store.endpoint (is the S3 server up?)"
+        )),
+    }
 }
 
 fn check_segment_catalog(config: &RegistrarConfig) -> Result<String, Error> {

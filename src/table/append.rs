@@ -41,7 +41,7 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
     );
     DataFileBuilder::default()
         .content(DataContentType::Data)
-        .file_path(format!("s3://{bucket}/{}", ready.segment.object_key))
+        .file_path(crate::store::object_uri(bucket, &ready.segment.object_key)?)
         .file_format(DataFileFormat::Parquet)
         .partition_spec_id(spec_id)
         .record_count(ready.footer.row_count())
