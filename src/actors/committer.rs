@@ -852,10 +852,22 @@ fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError {
                 ),
             ))
         }
-        _ => CommitError::NotApplied(Error::unavailable(format!(
-            "preparing the append to {table} failed: {}",
-            error_chain(e)
-        ))),
+        _ => match crate::store::classify_iceberg_io(e) {
+            // Storage refused the manifests for good (read-only credentials, a bucket policy):
+            // retrying would never succeed.
+            Some(code) if !code.is_transient() => CommitError::Fatal(Error::new(
+                code,
+                format!(
+                    "writing the manifests of the append to {table} was refused by the store: \
+                     {}; check that the store credentials may write under the table location",
+                    error_chain(e)
+                ),
+            )),
+            _ => CommitError::NotApplied(Error::unavailable(format!(
+                "preparing the append to {table} failed: {}",
+                error_chain(e)
+            ))),
+        },
     }
 }
 
