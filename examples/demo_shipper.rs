@@ -28,7 +28,6 @@ use bytes::Bytes;
 use clap::Parser;
 use futures::StreamExt;
 use object_store::ObjectStore;
-use object_store::path::Path as ObjectPath;
 use thadam_iceberg::config::Config;
 use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogWriter};
@@ -126,7 +125,8 @@ impl Shipper {
                 let size = segment.parquet.len() as u64;
                 store
                     .put(
-                        &ObjectPath::from(segment.key.as_str()),
+                        &thadam_iceberg::store::object_path(&segment.key)
+                            .map_err(|e| e.to_string())?,
                         segment.parquet.into(),
                     )
                     .await

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use object_store::ObjectStore;
-use object_store::path::Path as ObjectPath;
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::Config;
 use thadam_iceberg::demo;
@@ -103,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let parquet = demo::write_parquet(&[demo::telemetry_batch(n, args.rows)?])?;
         let file_size = parquet.len() as u64;
         store
-            .put(&ObjectPath::from(key.as_str()), parquet.into())
+            .put(&thadam_iceberg::store::object_path(&key)?, parquet.into())
             .await?;
         catalog.record(UploadedSegment {
             seq: 0, // assigned by the catalog

@@ -13,7 +13,6 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use object_store::ObjectStore;
-use object_store::path::Path as ObjectPath;
 use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -135,7 +134,7 @@ pub async fn ship_segment(
         file_size: size,
     })?;
     store
-        .put(&ObjectPath::from(key), parquet.into())
+        .put(&crate::store::object_path(key)?, parquet.into())
         .await
         .map_err(|e| Error::unavailable(format!("uploading {key} failed: {e}")))?;
     log.append_uploaded(dataset, segment_id, key, size, rows)

@@ -142,7 +142,10 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let uri = format!("http://127.0.0.1:{}", listener.local_addr().expect("addr").port());
+    let uri = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
     let client = reqwest::Client::new();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -152,8 +155,13 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
                     let (client, upstream) = (client.clone(), upstream.clone());
                     async move {
                         let (parts, body) = req.into_parts();
-                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                        if parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST {
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        if parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST
+                        {
                             let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>read-only</Message></Error>";
                             let mut r = hyper::Response::new(Full::new(bytes::Bytes::from(xml)));
                             *r.status_mut() = hyper::StatusCode::FORBIDDEN;
@@ -161,7 +169,11 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
                         }
                         let url = format!(
                             "{upstream}{}",
-                            parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+                            parts
+                                .uri
+                                .path_and_query()
+                                .map(|p| p.as_str())
+                                .unwrap_or("/")
                         );
                         let mut forward = client.request(parts.method.clone(), url);
                         for (name, value) in parts.headers.iter() {
@@ -173,7 +185,8 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
                             Ok(a) => a,
                             Err(e) => return Err(std::io::Error::other(e)),
                         };
-                        let mut response = hyper::Response::builder().status(answer.status().as_u16());
+                        let mut response =
+                            hyper::Response::builder().status(answer.status().as_u16());
                         for (name, value) in answer.headers() {
                             if name != hyper::header::CONTENT_LENGTH
                                 && name != hyper::header::TRANSFER_ENCODING
@@ -182,7 +195,9 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
                             }
                         }
                         let bytes = answer.bytes().await.unwrap_or_default();
-                        response.body(Full::new(bytes)).map_err(std::io::Error::other)
+                        response
+                            .body(Full::new(bytes))
+                            .map_err(std::io::Error::other)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
