@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::{ReadySegment, append_transaction};
 
@@ -171,7 +171,7 @@ impl CommitterState {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let what = format!("loading table {}", self.name);
-        let loaded = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+        let loaded = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, || {
             ctx.client.load_table(&self.name)
         })
         .await?
@@ -420,6 +420,11 @@ impl CommitterState {
                     tracing::info!(table = %self.name, "append conflicted ({why}); reloading and rebuilding");
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
+                    let cause = match outcome_label {
+                        "unknown_state" => "unknown_state",
+                        _ => e.retry_cause(),
+                    };
+                    crate::retry::count_retry(Op::Append, cause);
                     tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
                     self.ctx().status.update(&self.name.to_string(), |s| {
                         s.last_error = Some(e.to_string())
@@ -477,7 +482,7 @@ impl CommitterState {
     async fn reload(&mut self, shutdown: &mut crate::shutdown::Shutdown) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let what = format!("reloading table {}", self.name);
-        let table = retry_transient(ctx.retry(), shutdown, &what, || {
+        let table = retry_transient(Op::Load, ctx.retry(), shutdown, &what, || {
             ctx.client.load_table(&self.name)
         })
         .await?

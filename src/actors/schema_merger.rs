@@ -18,7 +18,7 @@ use crate::actors::context::SharedContext;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::SchemaMergerMsg;
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 use crate::schema::convert::file_schema;
 use crate::schema::merge::{MergeOutcome, merge};
 use crate::table::create::create_table;
@@ -78,7 +78,7 @@ async fn reconcile(
                 ("thadam.dataset".to_string(), dataset.to_string()),
                 ("thadam.created-by".to_string(), ctx.writer_id()),
             ]);
-            let created = retry_transient(ctx.retry(), &mut shutdown, "creating the table", || {
+            let created = retry_transient(Op::Create, ctx.retry(), &mut shutdown, "creating the table", || {
                 create_table(&ctx.client, name, file, &location, props.clone())
             })
             .await?;
@@ -138,6 +138,7 @@ async fn reconcile(
                 tracing::info!(table = %name, "schema commit conflicted ({why}); reloading");
             }
             Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => {
+                crate::retry::count_retry(Op::SchemaCommit, "unknown_state");
                 tracing::warn!(table = %name, "schema commit outcome unknown or failed ({e}); reloading");
                 if !shutdown.sleep(ctx.retry().delay(0)).await {
                     return Err(shutting_down());
@@ -145,7 +146,7 @@ async fn reconcile(
             }
             Err(CommitError::Fatal(e)) => return Err(e),
         }
-        table = retry_transient(ctx.retry(), &mut shutdown, "reloading the table", || {
+        table = retry_transient(Op::Load, ctx.retry(), &mut shutdown, "reloading the table", || {
             ctx.client.load_table(name)
         })
         .await?

@@ -77,13 +77,21 @@ impl TokenEndpoint {
                 for (name, value) in parts.headers.iter() {
                     builder = builder.header(name, value);
                 }
-                let response = builder.body(body).send().await?;
+                // Errors leave without the URL: a query string may carry a secret.
+                let response = builder
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(reqwest::Error::without_url)?;
                 seen.store(response.status().as_u16(), Ordering::Relaxed);
                 let mut out = http::Response::builder().status(response.status());
                 for (name, value) in response.headers() {
                     out = out.header(name, value);
                 }
-                let bytes = response.bytes().await?;
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(reqwest::Error::without_url)?;
                 Ok::<_, reqwest::Error>(out.body(bytes.to_vec()).unwrap_or_default())
             }
         };
@@ -103,6 +111,20 @@ impl TokenEndpoint {
             expires_in: response.expires_in(),
         })
     }
+}
+
+/// Whether a transport error (somewhere in its chain) is a timeout.
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<reqwest::Error>()
+            && r.is_timeout()
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Sorts a failed exchange by what the refresher must do: retry (transient) or stop (fatal).
@@ -130,13 +152,15 @@ fn classify<RE: std::error::Error + 'static, T: oauth2::ErrorResponse + 'static>
             None => Error::unavailable(format!(
                 "cannot reach the token endpoint {endpoint}: {}",
                 error_chain_text(e)
-            )),
+            ))
+            .with_retry_hint(if is_timeout(e) { "timeout" } else { "connect" }, None),
         };
     }
     match status {
         408 | 429 | 500..=599 => Error::unavailable(format!(
             "the token endpoint {endpoint} answered HTTP {status}; retrying"
-        )),
+        ))
+        .with_retry_hint(crate::catalog::outcome::status_cause(status), None),
         _ => {
             // The server's error code (invalid_client, ...) is safe to show; our secret is not in it.
             let detail = match &err {
