@@ -175,7 +175,7 @@ pub const METRICS: &[MetricDoc] = &[
         "Failures that were retried, by operation (config, load, namespace, create, \
          schema_commit, append, token, footer) and cause (status_408, status_429, status_500, \
          status_502, status_503, status_504, status_5xx, connect, timeout, lost_response, \
-         unknown_state, token, other). A steady rise means the catalog, the token endpoint or \
+         token, other). A steady rise means the catalog, the token endpoint or \
          the bucket is failing.",
     ),
     doc(

@@ -420,16 +420,14 @@ impl CommitterState {
                     tracing::info!(table = %self.name, "append conflicted ({why}); reloading and rebuilding");
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
-                    let cause = match outcome_label {
-                        "unknown_state" => "unknown_state",
-                        _ => e.retry_cause(),
-                    };
-                    crate::retry::count_retry(Op::Append, cause);
+                    crate::retry::count_retry(Op::Append, e.retry_cause());
                     tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
                     self.ctx().status.update(&self.name.to_string(), |s| {
                         s.last_error = Some(e.to_string())
                     });
-                    if !shutdown.sleep(ctx.retry().delay(attempt)).await {
+                    // The server's Retry-After, when it sent one, instead of the backoff.
+                    let delay = crate::retry::delay_for(ctx.retry(), attempt, &e);
+                    if !shutdown.sleep(delay).await {
                         return Err(Error::cancelled());
                     }
                     attempt = attempt.saturating_add(1);

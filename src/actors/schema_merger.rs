@@ -138,9 +138,12 @@ async fn reconcile(
                 tracing::info!(table = %name, "schema commit conflicted ({why}); reloading");
             }
             Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => {
-                crate::retry::count_retry(Op::SchemaCommit, "unknown_state");
+                crate::retry::count_retry(Op::SchemaCommit, e.retry_cause());
                 tracing::warn!(table = %name, "schema commit outcome unknown or failed ({e}); reloading");
-                if !shutdown.sleep(ctx.retry().delay(0)).await {
+                if !shutdown
+                    .sleep(crate::retry::delay_for(ctx.retry(), 0, &e))
+                    .await
+                {
                     return Err(shutting_down());
                 }
             }
