@@ -98,6 +98,7 @@ impl Registrar {
         .ok_or_else(Error::cancelled)?;
         let status = StatusBoard::default();
         status.set_catalog_ok();
+        status.set_unready_after(config.unready_after);
         // Every configured table is listed (unresolved) from the start, so readiness waits for
         // all of them, not only for those whose committer has reported.
         for dataset in &config.source.datasets {

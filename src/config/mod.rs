@@ -27,7 +27,7 @@ use std::path::Path;
 
 pub use secret::Secret;
 pub use types::{
-    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DatasetConfig,
+    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER, DatasetConfig,
     OAuth2Credential, ParquetSource, RegistrarConfig, RetryPolicy, StoreConfig, TableRoot,
     UnsignedPolicy,
 };
