@@ -188,8 +188,7 @@ impl CatalogTokens {
                 refreshed: None,
             },
             CatalogAuth::Credential(credential) => {
-                let refreshed =
-                    RefreshedToken::start_with_shutdown(
+                let refreshed = RefreshedToken::start_with_shutdown(
                     credential.clone(),
                     http.clone(),
                     config.retry,

@@ -196,7 +196,11 @@ mod tests {
         board.update("ns.t", |t| {
             t.last_error = Some("sink.iceberg_unavailable: 503".into())
         });
-        assert_eq!(board.snapshot().readiness(), Ok(()), "failing, but not for long");
+        assert_eq!(
+            board.snapshot().readiness(),
+            Ok(()),
+            "failing, but not for long"
+        );
         // Ten minutes later (moved back in time rather than waiting).
         if let Ok(mut s) = board.inner.lock() {
             let t = s.tables.get_mut("ns.t").expect("table");
@@ -206,7 +210,10 @@ mod tests {
         board.update("ns.t", |t| {
             t.last_error = Some("sink.iceberg_unavailable: 429".into())
         });
-        let why = board.snapshot().readiness().expect_err("failing for 10 minutes");
+        let why = board
+            .snapshot()
+            .readiness()
+            .expect_err("failing for 10 minutes");
         assert!(
             why.contains("ns.t") && why.contains("failing for 600s") && why.contains("429"),
             "{why}"

@@ -30,7 +30,9 @@ fn retries(op: &str, cause: &str) -> f64 {
     let text = recorder().render();
     text.lines()
         .filter(|l| l.starts_with("thadam_iceberg_retries_total{"))
-        .filter(|l| l.contains(&format!("op=\"{op}\"")) && l.contains(&format!("cause=\"{cause}\"")))
+        .filter(|l| {
+            l.contains(&format!("op=\"{op}\"")) && l.contains(&format!("cause=\"{cause}\""))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
@@ -86,7 +88,9 @@ async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
     assert_eq!(table.metadata().snapshots().count(), 4);
     let log = proxy.log();
     let times = proxy.times();
-    let appends: Vec<usize> = (0..log.len()).filter(|i| log[*i].0 == Kind::Append).collect();
+    let appends: Vec<usize> = (0..log.len())
+        .filter(|i| log[*i].0 == Kind::Append)
+        .collect();
     assert!(appends.len() >= 4, "{log:?}");
     assert_eq!(log[appends[0]].1, Fault::RefuseRetryAfter(429, 2));
     let waited = times[appends[1]] - times[appends[0]];
@@ -109,7 +113,11 @@ async fn a_408_on_a_load_is_retried() {
     keys.extend(ship(&mut h, 0, 2).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Load, [Fault::Refuse(408)]);
-    Harness::finish(h.start_with(through(&h, &proxy), Tuning::default()).await, 3).await;
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        3,
+    )
+    .await;
 
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
@@ -121,8 +129,12 @@ async fn a_408_on_a_load_is_retried() {
 /// schema commit.
 fn telemetry_with_extra_column(segment: u64, rows: usize) -> RecordBatch {
     let base = thadam_iceberg::demo::telemetry_batch(segment, rows).expect("batch");
-    let mut fields: Vec<arrow_schema::Field> =
-        base.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<arrow_schema::Field> = base
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     let next_id = fields.len() as i32 + 1; // IDs 1..=7 are taken
     fields.push(field("temp_c", DataType::Float64, true, next_id));
     let mut columns = base.columns().to_vec();
@@ -140,7 +152,11 @@ async fn a_503_on_a_schema_commit_is_retried() {
     keys.push(h.ship("telemetry", &batch).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Schema, [Fault::Refuse(503)]);
-    Harness::finish(h.start_with(through(&h, &proxy), Tuning::default()).await, 2).await;
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        2,
+    )
+    .await;
 
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
@@ -171,7 +187,11 @@ async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     // The catalog registers the table, but the registrar hears 502.
     proxy.plan(Kind::Create, [Fault::ApplyThenFail(502)]);
-    Harness::finish(h.start_with(through(&h, &proxy), Tuning::default()).await, 2).await;
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        2,
+    )
+    .await;
 
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
@@ -188,12 +208,20 @@ async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
     proxy.advertise_idempotency();
     proxy.store_by_idempotency_key();
     // Applied by the fixture, answer lost; then applied, answered 503.
-    proxy.plan(Kind::Append, [Fault::ApplyThenDrop, Fault::ApplyThenFail(503)]);
-    let status = Harness::finish(h.start_with(through(&h, &proxy), one_per_commit()).await, 4).await;
+    proxy.plan(
+        Kind::Append,
+        [Fault::ApplyThenDrop, Fault::ApplyThenFail(503)],
+    );
+    let status =
+        Harness::finish(h.start_with(through(&h, &proxy), one_per_commit()).await, 4).await;
 
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
-    assert_eq!(table.metadata().snapshots().count(), 4, "one snapshot per segment");
+    assert_eq!(
+        table.metadata().snapshots().count(),
+        4,
+        "one snapshot per segment"
+    );
     let sent: Vec<String> = proxy
         .idempotency_keys()
         .into_iter()

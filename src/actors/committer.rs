@@ -187,7 +187,9 @@ impl CommitterState {
                     format!(
                         "table {} does not exist in the catalog at {}; create it, or set \
                          create_table: true on sink {} to let the registrar create it",
-                        self.name, ctx.config.catalog_uri, ctx.config.id
+                        self.name,
+                        crate::catalog::redacted_url(&ctx.config.catalog_uri),
+                        ctx.config.id
                     ),
                 ));
             }

@@ -78,9 +78,13 @@ async fn reconcile(
                 ("thadam.dataset".to_string(), dataset.to_string()),
                 ("thadam.created-by".to_string(), ctx.writer_id()),
             ]);
-            let created = retry_transient(Op::Create, ctx.retry(), &mut shutdown, "creating the table", || {
-                create_table(&ctx.client, name, file, &location, props.clone())
-            })
+            let created = retry_transient(
+                Op::Create,
+                ctx.retry(),
+                &mut shutdown,
+                "creating the table",
+                || create_table(&ctx.client, name, file, &location, props.clone()),
+            )
             .await?;
             // A table that appeared meanwhile (another writer) comes back from register; merge
             // into it like into any existing table.
@@ -149,9 +153,13 @@ async fn reconcile(
             }
             Err(CommitError::Fatal(e)) => return Err(e),
         }
-        table = retry_transient(Op::Load, ctx.retry(), &mut shutdown, "reloading the table", || {
-            ctx.client.load_table(name)
-        })
+        table = retry_transient(
+            Op::Load,
+            ctx.retry(),
+            &mut shutdown,
+            "reloading the table",
+            || ctx.client.load_table(name),
+        )
         .await?
         .ok_or_else(shutting_down)?
         .ok_or_else(|| {

@@ -42,7 +42,10 @@ impl std::fmt::Debug for TokenEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenEndpoint")
             .field("client_id", &self.credential.client_id)
-            .field("uri", &self.credential.oauth2_server_uri.as_str())
+            .field(
+                "uri",
+                &crate::catalog::redacted_url(&self.credential.oauth2_server_uri),
+            )
             .field("scope", &self.credential.scope)
             .finish_non_exhaustive()
     }
@@ -56,8 +59,10 @@ impl TokenEndpoint {
     /// Exchanges the client credentials for an access token, once (no retry here).
     pub async fn exchange(&self) -> Result<IssuedToken> {
         let endpoint = self.credential.oauth2_server_uri.as_str().to_string();
-        let token_url = TokenUrl::new(endpoint.clone())
-            .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {endpoint}: {e}")))?;
+        // What messages show: no query string (it may carry a secret).
+        let shown = crate::catalog::redacted_url(&self.credential.oauth2_server_uri);
+        let token_url = TokenUrl::new(endpoint)
+            .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {shown}: {e}")))?;
         let client = BasicClient::new(ClientId::new(self.credential.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 self.credential.client_secret.expose().to_string(),
@@ -100,7 +105,7 @@ impl TokenEndpoint {
             .add_scope(Scope::new(self.credential.scope.clone()))
             .request_async(&send)
             .await
-            .map_err(|e| classify(e, status.load(Ordering::Relaxed), &endpoint))?;
+            .map_err(|e| classify(e, status.load(Ordering::Relaxed), &shown))?;
         metrics::counter!("thadam_iceberg_token_exchanges_total").increment(1);
         tracing::info!(
             expires_in = ?response.expires_in(),

@@ -45,9 +45,13 @@ pub enum StatusOutcome {
     /// 409: a requirement failed (commit) or the thing exists already (create, register).
     Conflict,
     /// Not applied (or harmless to repeat): retry after `retry_after` or the backoff.
-    Transient { retry_after: Option<Duration> },
+    Transient {
+        retry_after: Option<Duration>,
+    },
     /// A commit that may or may not have been applied.
-    StateUnknown { retry_after: Option<Duration> },
+    StateUnknown {
+        retry_after: Option<Duration>,
+    },
     /// A request the catalog will never accept: `sink.iceberg_catalog_rejected`.
     Rejected,
 }
@@ -175,6 +179,9 @@ mod tests {
             next_delay(backoff, Some(Duration::from_secs(1)), max),
             Duration::from_secs(1)
         );
-        assert_eq!(next_delay(backoff, Some(Duration::from_secs(3600)), max), max);
+        assert_eq!(
+            next_delay(backoff, Some(Duration::from_secs(3600)), max),
+            max
+        );
     }
 }

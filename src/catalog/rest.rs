@@ -365,7 +365,9 @@ impl RestClient {
         let started = Instant::now();
         let mut warned = false;
         loop {
-            let failure = match self.commit_once(table, &what, &url, &body, key.as_deref()).await
+            let failure = match self
+                .commit_once(table, &what, &url, &body, key.as_deref())
+                .await
             {
                 Ok(t) => return Ok(t),
                 Err(f) => f,
@@ -617,18 +619,14 @@ fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
         .and_then(|v| parse_retry_after(v, SystemTime::now()))
 }
 
-
 async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &str) -> Result<T> {
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| {
-            Error::unavailable(format!(
-                "{what}: reading the response failed: {}",
-                error_chain_text(&e.without_url())
-            ))
-            .with_retry_hint("lost_response", None)
-        })?;
+    let bytes = response.bytes().await.map_err(|e| {
+        Error::unavailable(format!(
+            "{what}: reading the response failed: {}",
+            error_chain_text(&e.without_url())
+        ))
+        .with_retry_hint("lost_response", None)
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::new(
             ErrorCode::CatalogRejected,
@@ -671,9 +669,9 @@ async fn status_error(response: reqwest::Response, what: &str) -> Error {
         StatusOutcome::Transient { retry_after } | StatusOutcome::StateUnknown { retry_after } => {
             Error::unavailable(text).with_retry_hint(status_cause(status.as_u16()), retry_after)
         }
-        StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => Error::auth_failed(format!(
-            "{text}; check catalog_token / catalog_credential"
-        )),
+        StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => {
+            Error::auth_failed(format!("{text}; check catalog_token / catalog_credential"))
+        }
         StatusOutcome::Missing => Error::new(
             ErrorCode::TableMissing,
             format!("{text}; create the namespace or table, or set create_table: true"),

@@ -11,8 +11,8 @@ use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
-    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER, OAuth2Credential,
-    RegistrarConfig, RetryPolicy, StoreConfig,
+    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER,
+    OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
 };
 use super::urls;
 use crate::error::Result;
