@@ -118,7 +118,14 @@ where
         if shutdown.is_requested() {
             return Ok(None);
         }
-        match op().await {
+        // A stop abandons the attempt in flight: every operation retried here is a read, or a
+        // creation whose repeat is recognised (409), so dropping it is safe, and a hung catalog
+        // does not hold the stop for the 60 s request timeout.
+        let result = tokio::select! {
+            r = op() => r,
+            _ = shutdown.requested() => return Ok(None),
+        };
+        match result {
             Ok(v) => {
                 if warned {
                     tracing::info!(op = kind.as_str(), "{what} succeeded again");

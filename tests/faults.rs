@@ -303,3 +303,36 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     );
     assert!(!text.contains("s3cr3t"), "{text}");
 }
+
+#[tokio::test]
+async fn a_catalog_that_stops_answering_is_reported_while_the_request_waits() {
+    let mut h = Harness::new("fslow");
+    create_table(&mut h).await;
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    // A SIGSTOPped catalog: the connection is accepted, the answer never comes.
+    proxy.plan(Kind::Load, [Fault::Hang]);
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let handle = h.start_with(through(&h, &proxy), Tuning::default()).await;
+    let warned = tokio::time::timeout(Duration::from_secs(45), async {
+        loop {
+            let text = String::from_utf8_lossy(&logs.0.lock().expect("logs")).into_owned();
+            if text.contains("no answer after 30s") {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("a warning within 30 s of the request (hang guard 45 s)");
+    assert!(
+        warned.contains("WARN") && warned.contains("GET"),
+        "{warned}"
+    );
+    handle.stop();
+    handle.wait().await.expect("a clean stop");
+}
