@@ -57,8 +57,29 @@ struct Args {
     json_logs: bool,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Library errors capture a backtrace when RUST_BACKTRACE is set: opendal's retry layer (S3
+    // writes of iceberg's FileIO) logs each retried error with `{:?}`, which prints it, so a 20 s
+    // S3 outage printed ~1,700 lines. RUST_LIB_BACKTRACE=0 turns off capture in library errors
+    // only; panics still print their backtrace under RUST_BACKTRACE. Set before any thread starts
+    // (the runtime is built below), which is what makes `set_var` sound.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: single-threaded at this point; nothing reads the environment concurrently.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(async_main()),
+        Err(e) => {
+            eprintln!("error: internal: cannot start the tokio runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn async_main() -> ExitCode {
     let args = Args::parse();
     init_logs(args.json_logs);
     if args.check {
@@ -155,7 +176,11 @@ async fn run(args: Args) -> Result<(), Error> {
             0
         };
         let sink = registrar.id.clone();
-        tracing::info!(sink = %registrar.id, catalog = %registrar.catalog_uri, "starting");
+        tracing::info!(
+            sink = %registrar.id,
+            catalog = %thadam_iceberg::catalog::redacted_url(&registrar.catalog_uri),
+            "starting"
+        );
         let feed = Box::new(SegmentLogTail::open(&registrar.source.catalog));
         let mut stopped = stop.clone();
         let started = tokio::select! {

@@ -5,6 +5,7 @@
 //! key names, paths, object keys and server responses, never from a `Secret`'s value.
 
 use std::fmt;
+use std::time::Duration;
 
 /// The stable, documented error codes. `as_str` is what logs, metrics and exit reports show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +79,16 @@ impl fmt::Display for ErrorCode {
 pub struct Error {
     code: ErrorCode,
     message: String,
+    retry: Option<RetryHint>,
+}
+
+/// What a transient error tells whoever retries it: why (for `thadam_iceberg_retries_total`'s
+/// `cause` label) and how long the server asked us to wait (`Retry-After`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryHint {
+    /// A short label: `status_429`, `timeout`, `connect`, `lost_response`, ...
+    pub cause: &'static str,
+    pub after: Option<Duration>,
 }
 
 impl Error {
@@ -85,7 +96,29 @@ impl Error {
         Error {
             code,
             message: message.into(),
+            retry: None,
         }
+    }
+
+    /// Attaches why a transient error happened and when the server said to retry.
+    pub fn with_retry_hint(mut self, cause: &'static str, after: Option<Duration>) -> Self {
+        self.retry = Some(RetryHint { cause, after });
+        self
+    }
+
+    /// The retry hint, if the error carries one.
+    pub fn retry_hint(&self) -> Option<RetryHint> {
+        self.retry
+    }
+
+    /// The `cause` label for `thadam_iceberg_retries_total` (`other` when unknown).
+    pub fn retry_cause(&self) -> &'static str {
+        self.retry.map_or("other", |h| h.cause)
+    }
+
+    /// The server's `Retry-After`, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry.and_then(|h| h.after)
     }
 
     pub fn config_invalid(message: impl Into<String>) -> Self {

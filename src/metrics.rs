@@ -175,6 +175,17 @@ pub const METRICS: &[MetricDoc] = &[
          or rejected (after a 401).",
     ),
     doc(
+        "thadam_iceberg_retries_total",
+        Kind::Counter,
+        &["op", "cause"],
+        None,
+        "Failures that were retried, by operation (config, load, namespace, create, \
+         schema_commit, append, token, footer) and cause (status_408, status_429, status_500, \
+         status_502, status_503, status_504, status_5xx, connect, timeout, lost_response, \
+         token, other). A steady rise means the catalog, the token endpoint or \
+         the bucket is failing.",
+    ),
+    doc(
         "thadam_iceberg_fatal_errors_total",
         Kind::Counter,
         &["code"],

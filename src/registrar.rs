@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::SupervisorMsg;
 use crate::protocol::segment_log::SegmentLogTail;
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 use crate::shutdown::{self, ShutdownTrigger};
 use crate::status::{RegistrarStatus, StatusBoard};
 use crate::tls::{TlsSettings, catalog_http_client};
@@ -85,9 +85,10 @@ impl Registrar {
         // One HTTP client and one token source for the registrar's whole life: with
         // catalog_credential, that is one token refresher, started before the first connect.
         let http = catalog_http(&config)?;
-        let tokens = CatalogTokens::start(&config, &http).await?;
+        let tokens = CatalogTokens::start(&config, &http, Some(shutdown.clone())).await?;
         let mut waiting = shutdown.clone();
         let client = retry_transient(
+            Op::Config,
             &config.retry,
             &mut waiting,
             "connecting to the catalog",
@@ -97,6 +98,7 @@ impl Registrar {
         .ok_or_else(Error::cancelled)?;
         let status = StatusBoard::default();
         status.set_catalog_ok();
+        status.set_unready_after(config.unready_after);
         // Every configured table is listed (unresolved) from the start, so readiness waits for
         // all of them, not only for those whose committer has reported.
         for dataset in &config.source.datasets {
@@ -151,7 +153,7 @@ impl Registrar {
 /// of the returned client is dropped.
 pub async fn connect(config: &RegistrarConfig) -> Result<RestClient> {
     let http = catalog_http(config)?;
-    let tokens = CatalogTokens::start(config, &http).await?;
+    let tokens = CatalogTokens::start(config, &http, None).await?;
     connect_with(config, http, tokens.source).await
 }
 
@@ -172,7 +174,11 @@ struct CatalogTokens {
 }
 
 impl CatalogTokens {
-    async fn start(config: &RegistrarConfig, http: &reqwest::Client) -> Result<CatalogTokens> {
+    async fn start(
+        config: &RegistrarConfig,
+        http: &reqwest::Client,
+        shutdown: Option<crate::shutdown::Shutdown>,
+    ) -> Result<CatalogTokens> {
         Ok(match &config.catalog_auth {
             CatalogAuth::None => CatalogTokens {
                 source: Arc::new(NoAuth),
@@ -183,8 +189,13 @@ impl CatalogTokens {
                 refreshed: None,
             },
             CatalogAuth::Credential(credential) => {
-                let refreshed =
-                    RefreshedToken::start(credential.clone(), http.clone(), config.retry).await?;
+                let refreshed = RefreshedToken::start_with_shutdown(
+                    credential.clone(),
+                    http.clone(),
+                    config.retry,
+                    shutdown,
+                )
+                .await?;
                 CatalogTokens {
                     source: refreshed.clone(),
                     refreshed: Some(refreshed),
@@ -204,6 +215,7 @@ async fn connect_with(
         http,
         tokens,
         storage_props: crate::store::file_io_props(&config.store),
+        retry: config.retry,
     })
     .await
 }

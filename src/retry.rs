@@ -1,14 +1,107 @@
-//! Retrying transient faults with the configured backoff, stopping early on shutdown.
+//! Retrying transient faults with the configured backoff, stopping early on shutdown, and making
+//! the retries visible: every retried failure counts in `thadam_iceberg_retries_total{op,cause}`,
+//! a server's `Retry-After` is honoured (capped by `retry.max`), and an operation that has been
+//! failing (or a single request that has been waiting) for [`SLOW_WARNING_AFTER`] logs a warning.
 
+use std::fmt::Display;
 use std::future::Future;
+use std::time::{Duration, Instant};
 
+use crate::catalog::outcome::next_delay;
 use crate::config::RetryPolicy;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shutdown::Shutdown;
 
+/// When an operation that keeps failing, or one request that has not answered, is worth a
+/// warning. 30 s: longer than any healthy catalog call or footer read (sub-second), longer than
+/// the connect timeout (10 s), and well before the 60 s request timeout, so a catalog that stops
+/// answering (SIGSTOP, a hung proxy) is reported while the request is still waiting.
+pub const SLOW_WARNING_AFTER: Duration = Duration::from_secs(30);
+
+/// The operations retries are counted by (the `op` label of `thadam_iceberg_retries_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `GET /v1/config` (connecting).
+    Config,
+    /// Loading or reloading a table.
+    Load,
+    /// Checking or creating a namespace.
+    Namespace,
+    /// Creating (registering) a table.
+    Create,
+    /// A schema-change commit.
+    SchemaCommit,
+    /// An append commit.
+    Append,
+    /// The OAuth2 token exchange.
+    Token,
+    /// Reading a Parquet footer from the bucket.
+    Footer,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Config => "config",
+            Op::Load => "load",
+            Op::Namespace => "namespace",
+            Op::Create => "create",
+            Op::SchemaCommit => "schema_commit",
+            Op::Append => "append",
+            Op::Token => "token",
+            Op::Footer => "footer",
+        }
+    }
+}
+
+/// Counts one retried failure of `op`.
+pub fn count_retry(op: Op, cause: &'static str) {
+    metrics::counter!("thadam_iceberg_retries_total", "op" => op.as_str(), "cause" => cause)
+        .increment(1);
+}
+
+/// Counts a retried failure of `op` by the error's cause, and warns once the operation has been
+/// failing for longer than [`SLOW_WARNING_AFTER`] (`failing_since`: its first failure).
+pub fn note_retry(op: Op, error: &Error, failing_since: Instant, warned: &mut bool, what: &str) {
+    count_retry(op, error.retry_cause());
+    let failing = failing_since.elapsed();
+    if failing >= SLOW_WARNING_AFTER && !*warned {
+        *warned = true;
+        tracing::warn!(
+            op = op.as_str(),
+            failing_for = ?failing,
+            "{what} has been failing for {}s and is still retried: {error}",
+            failing.as_secs()
+        );
+    }
+}
+
+/// The delay before retry `attempt` of `error`: its `Retry-After` (capped by `policy.max`) or the
+/// backoff.
+pub fn delay_for(policy: &RetryPolicy, attempt: u32, error: &Error) -> Duration {
+    next_delay(policy.delay(attempt), error.retry_after(), policy.max)
+}
+
+/// Awaits `fut`, logging a warning if it has not finished after [`SLOW_WARNING_AFTER`] (a
+/// request to a server that accepted the connection but does not answer).
+pub async fn warn_if_slow<F: Future>(what: impl Display, fut: F) -> F::Output {
+    tokio::pin!(fut);
+    tokio::select! {
+        out = &mut fut => return out,
+        _ = tokio::time::sleep(SLOW_WARNING_AFTER) => {}
+    }
+    tracing::warn!(
+        "{what}: no answer after {}s; still waiting",
+        SLOW_WARNING_AFTER.as_secs()
+    );
+    fut.await
+}
+
 /// Runs `op` until it succeeds, fails with a non-transient error, or shutdown is requested
-/// (`Ok(None)`). Transient errors are logged with `what` and retried after `policy.delay(n)`.
+/// (`Ok(None)`). Transient errors are logged with `what`, counted under `kind`, and retried after
+/// their `Retry-After` or `policy.delay(n)`.
 pub async fn retry_transient<T, F, Fut>(
+    kind: Op,
     policy: &RetryPolicy,
     shutdown: &mut Shutdown,
     what: &str,
@@ -19,14 +112,30 @@ where
     Fut: Future<Output = Result<T>>,
 {
     let mut attempt: u32 = 0;
+    let mut failing_since: Option<Instant> = None;
+    let mut warned = false;
     loop {
         if shutdown.is_requested() {
             return Ok(None);
         }
-        match op().await {
-            Ok(v) => return Ok(Some(v)),
+        // A stop abandons the attempt in flight: every operation retried here is a read, or a
+        // creation whose repeat is recognised (409), so dropping it is safe, and a hung catalog
+        // does not hold the stop for the 60 s request timeout.
+        let result = tokio::select! {
+            r = op() => r,
+            _ = shutdown.requested() => return Ok(None),
+        };
+        match result {
+            Ok(v) => {
+                if warned {
+                    tracing::info!(op = kind.as_str(), "{what} succeeded again");
+                }
+                return Ok(Some(v));
+            }
             Err(e) if e.is_transient() => {
-                let delay = policy.delay(attempt);
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                note_retry(kind, &e, since, &mut warned, what);
+                let delay = delay_for(policy, attempt, &e);
                 tracing::warn!(attempt, ?delay, "{what} failed, retrying: {e}");
                 attempt = attempt.saturating_add(1);
                 if !shutdown.sleep(delay).await {

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// One table's progress.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +43,9 @@ pub struct TableStatus {
     /// The committer has loaded the table, or found it absent with `create_table: true` (it will
     /// be created from the first segment's footer).
     pub resolved: bool,
+    /// Since when (ms since the epoch) the table has had a `last_error` without a commit in
+    /// between: it is failing and being retried. `None` while healthy.
+    pub failing_since_ms: Option<u64>,
 }
 
 impl TableStatus {
@@ -60,6 +64,8 @@ pub struct RegistrarStatus {
     pub fatal: Option<String>,
     /// The catalog answered `GET /v1/config` with our credentials (set at start).
     pub catalog_ok: bool,
+    /// `unready_after`: a table failing for longer makes the registrar not ready (None: never).
+    pub unready_after: Option<Duration>,
 }
 
 impl RegistrarStatus {
@@ -99,6 +105,28 @@ impl RegistrarStatus {
         if !pending.is_empty() {
             return Err(format!("table(s) not resolved yet: {}", pending.join(", ")));
         }
+        if let Some(limit) = self.unready_after {
+            let now = now_ms();
+            let failing: Vec<String> = self
+                .tables
+                .iter()
+                .filter_map(|(name, t)| {
+                    let since = t.failing_since_ms?;
+                    let failing = Duration::from_millis(now.saturating_sub(since));
+                    (failing >= limit).then(|| {
+                        format!(
+                            "table {name} has been failing for {}s (unready_after {}): {}",
+                            failing.as_secs(),
+                            humantime::format_duration(limit),
+                            t.last_error.as_deref().unwrap_or("unknown error")
+                        )
+                    })
+                })
+                .collect();
+            if !failing.is_empty() {
+                return Err(failing.join("; "));
+            }
+        }
         Ok(())
     }
 }
@@ -110,10 +138,24 @@ pub struct StatusBoard {
 }
 
 impl StatusBoard {
-    /// Changes one table's entry (created on first use).
+    /// Changes one table's entry (created on first use). A `last_error` that appears starts
+    /// the table's failing time; one that is cleared (a commit) ends it.
     pub fn update(&self, table: &str, f: impl FnOnce(&mut TableStatus)) {
         if let Ok(mut s) = self.inner.lock() {
-            f(s.tables.entry(table.to_string()).or_default());
+            let t = s.tables.entry(table.to_string()).or_default();
+            f(t);
+            match (&t.last_error, t.failing_since_ms) {
+                (Some(_), None) => t.failing_since_ms = Some(now_ms()),
+                (None, Some(_)) => t.failing_since_ms = None,
+                _ => {}
+            }
+        }
+    }
+
+    /// Sets `unready_after` (see [`RegistrarStatus::readiness`]).
+    pub fn set_unready_after(&self, limit: Duration) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.unready_after = Some(limit);
         }
     }
 
@@ -137,9 +179,50 @@ impl StatusBoard {
     }
 }
 
+fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_failing_longer_than_unready_after_makes_the_registrar_unready() {
+        let board = StatusBoard::default();
+        board.set_catalog_ok();
+        board.set_unready_after(Duration::from_secs(300));
+        board.update("ns.t", |t| t.resolved = true);
+        board.update("ns.t", |t| {
+            t.last_error = Some("sink.iceberg_unavailable: 503".into())
+        });
+        assert_eq!(
+            board.snapshot().readiness(),
+            Ok(()),
+            "failing, but not for long"
+        );
+        // Ten minutes later (moved back in time rather than waiting).
+        if let Ok(mut s) = board.inner.lock() {
+            let t = s.tables.get_mut("ns.t").expect("table");
+            t.failing_since_ms = t.failing_since_ms.map(|m| m - 600_000);
+        }
+        // Another failure does not restart the clock.
+        board.update("ns.t", |t| {
+            t.last_error = Some("sink.iceberg_unavailable: 429".into())
+        });
+        let why = board
+            .snapshot()
+            .readiness()
+            .expect_err("failing for 10 minutes");
+        assert!(
+            why.contains("ns.t") && why.contains("failing for 600s") && why.contains("429"),
+            "{why}"
+        );
+        // A commit clears the error, and readiness comes back.
+        board.update("ns.t", |t| t.last_error = None);
+        assert_eq!(board.snapshot().tables["ns.t"].failing_since_ms, None);
+        assert_eq!(board.snapshot().readiness(), Ok(()));
+    }
 
     #[test]
     fn ready_only_with_the_catalog_and_every_table_resolved() {

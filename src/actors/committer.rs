@@ -26,7 +26,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::{ReadySegment, append_transaction};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint};
@@ -198,7 +198,7 @@ impl CommitterState {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let what = format!("loading table {}", self.name);
-        let loaded = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+        let loaded = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, || {
             ctx.client.load_table(&self.name)
         })
         .await?
@@ -214,7 +214,9 @@ impl CommitterState {
                     format!(
                         "table {} does not exist in the catalog at {}; create it, or set \
                          create_table: true on sink {} to let the registrar create it",
-                        self.name, ctx.config.catalog_uri, ctx.config.id
+                        self.name,
+                        crate::catalog::redacted_url(&ctx.config.catalog_uri),
+                        ctx.config.id
                     ),
                 ));
             }
@@ -410,7 +412,7 @@ impl CommitterState {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let what = format!("listing the data files of {}", self.name);
-        let ids = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+        let ids = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, || {
             live_file_ids(&table, &prefix)
         })
         .await?
@@ -606,11 +608,14 @@ impl CommitterState {
                     }
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
+                    crate::retry::count_retry(Op::Append, e.retry_cause());
                     tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
                     self.ctx().status.update(&self.name.to_string(), |s| {
                         s.last_error = Some(e.to_string())
                     });
-                    if !shutdown.sleep(ctx.retry().delay(attempt)).await {
+                    // The server's Retry-After, when it sent one, instead of the backoff.
+                    let delay = crate::retry::delay_for(ctx.retry(), attempt, &e);
+                    if !shutdown.sleep(delay).await {
                         return Err(Error::cancelled());
                     }
                     attempt = attempt.saturating_add(1);
@@ -723,7 +728,7 @@ impl CommitterState {
     async fn reload(&mut self, shutdown: &mut crate::shutdown::Shutdown) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let what = format!("reloading table {}", self.name);
-        let table = retry_transient(ctx.retry(), shutdown, &what, || {
+        let table = retry_transient(Op::Load, ctx.retry(), shutdown, &what, || {
             ctx.client.load_table(&self.name)
         })
         .await?

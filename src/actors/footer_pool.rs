@@ -10,7 +10,7 @@ use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
 use crate::footer::read_footer;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterReaderMsg, FooterRequest};
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 
 pub struct FooterPool;
 
@@ -106,7 +106,7 @@ impl Actor for FooterReader {
         let mut shutdown = ctx.shutdown.clone();
         let started = std::time::Instant::now();
         let what = format!("reading the footer of {}", request.object_key);
-        let result = retry_transient(ctx.retry(), &mut shutdown, &what, || {
+        let result = retry_transient(Op::Footer, ctx.retry(), &mut shutdown, &what, || {
             read_footer(
                 ctx.store.as_ref(),
                 &ctx.config.url.bucket,

@@ -18,7 +18,7 @@ use crate::actors::context::SharedContext;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::SchemaMergerMsg;
-use crate::retry::retry_transient;
+use crate::retry::{Op, retry_transient};
 use crate::schema::convert::file_schema;
 use crate::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 use crate::table::create::create_table;
@@ -78,9 +78,13 @@ async fn reconcile(
                 ("thadam.dataset".to_string(), dataset.to_string()),
                 ("thadam.created-by".to_string(), ctx.writer_id()),
             ]);
-            let created = retry_transient(ctx.retry(), &mut shutdown, "creating the table", || {
-                create_table(&ctx.client, name, file, &location, props.clone())
-            })
+            let created = retry_transient(
+                Op::Create,
+                ctx.retry(),
+                &mut shutdown,
+                "creating the table",
+                || create_table(&ctx.client, name, file, &location, props.clone()),
+            )
             .await?;
             // A table that appeared meanwhile (another writer) comes back from register; merge
             // into it like into any existing table.
@@ -139,16 +143,24 @@ async fn reconcile(
                 tracing::info!(table = %name, "schema commit conflicted ({why}); reloading");
             }
             Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => {
+                crate::retry::count_retry(Op::SchemaCommit, e.retry_cause());
                 tracing::warn!(table = %name, "schema commit outcome unknown or failed ({e}); reloading");
-                if !shutdown.sleep(ctx.retry().delay(0)).await {
+                if !shutdown
+                    .sleep(crate::retry::delay_for(ctx.retry(), 0, &e))
+                    .await
+                {
                     return Err(shutting_down());
                 }
             }
             Err(CommitError::Fatal(e)) => return Err(e),
         }
-        table = retry_transient(ctx.retry(), &mut shutdown, "reloading the table", || {
-            ctx.client.load_table(name)
-        })
+        table = retry_transient(
+            Op::Load,
+            ctx.retry(),
+            &mut shutdown,
+            "reloading the table",
+            || ctx.client.load_table(name),
+        )
         .await?
         .ok_or_else(shutting_down)?
         .ok_or_else(|| {

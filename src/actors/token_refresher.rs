@@ -231,7 +231,8 @@ impl TokenRefresherState {
                 Ok(token)
             }
             Err(e) if e.is_transient() => {
-                let delay = self.retry.delay(self.failures);
+                crate::retry::count_retry(crate::retry::Op::Token, e.retry_cause());
+                let delay = crate::retry::delay_for(&self.retry, self.failures, &e);
                 self.failures = self.failures.saturating_add(1);
                 tracing::warn!(
                     attempt = self.failures,
@@ -273,8 +274,10 @@ impl TokenRefresherState {
     }
 }
 
-/// Ties a refresher to a running registrar: a fatal token failure stops the service (even when
-/// no catalog request is in flight to notice it), and the refresher stops with the registrar.
+/// Ties a refresher to a running registrar, as a supervisor would: a fatal token failure stops
+/// the service (even when no catalog request is in flight to notice it), so does the refresher's
+/// death (its channel closes) unless a stop was requested, with an `internal` error naming it;
+/// and the refresher stops with the registrar.
 pub async fn follow_registrar(
     mut state: watch::Receiver<TokenState>,
     refresher: ActorRef<TokenRefresherMsg>,
@@ -287,6 +290,11 @@ pub async fn follow_registrar(
                 TokenState::Failed(e) => Some(e.clone()),
                 _ => None,
             },
+            // The refresher's state (and with it the sender) is gone: it stopped or panicked.
+            Err(_) if !shutdown.is_requested() => Some(Error::internal(
+                "the token refresher (catalog_credential) stopped unexpectedly; catalog \
+                 requests can no longer get a token",
+            )),
             Err(_) => None,
         },
         _ = shutdown.requested() => None,
@@ -299,7 +307,136 @@ pub async fn follow_registrar(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::auth::TokenSource;
+    use crate::auth::refreshed::RefreshedToken;
+    use crate::config::{OAuth2Credential, Secret};
+    use crate::error::ErrorCode;
+
+    /// Stands in for the supervisor: forwards every Fatal it gets.
+    struct FakeSupervisor;
+
+    impl Actor for FakeSupervisor {
+        type Msg = SupervisorMsg;
+        type State = tokio::sync::mpsc::UnboundedSender<Error>;
+        type Arguments = tokio::sync::mpsc::UnboundedSender<Error>;
+
+        async fn pre_start(
+            &self,
+            _: ActorRef<SupervisorMsg>,
+            tx: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(tx)
+        }
+
+        async fn handle(
+            &self,
+            _: ActorRef<SupervisorMsg>,
+            msg: SupervisorMsg,
+            tx: &mut Self::State,
+        ) -> HandlerResult {
+            if let SupervisorMsg::Fatal(e) = msg {
+                let _ = tx.send(e);
+            }
+            Ok(())
+        }
+    }
+
+    /// A refresher whose token endpoint is a closed port (its exchanges fail transiently).
+    async fn refresher(shutdown: Option<Shutdown>) -> Arc<RefreshedToken> {
+        let credential = OAuth2Credential {
+            client_id: "registrar".into(),
+            client_secret: Secret::new("s3cr3t"),
+            scope: "catalog".into(),
+            oauth2_server_uri: "http://127.0.0.1:9/v1/oauth/tokens".parse().expect("url"),
+        };
+        RefreshedToken::start_with_shutdown(
+            credential,
+            reqwest::Client::new(),
+            RetryPolicy::default(),
+            shutdown,
+        )
+        .await
+        .expect("refresher")
+    }
+
+    async fn wait_until_stopped(actor: &ActorRef<TokenRefresherMsg>) {
+        for _ in 0..200 {
+            if matches!(
+                actor.get_status(),
+                ractor::ActorStatus::Stopped | ractor::ActorStatus::Stopping
+            ) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the refresher did not stop");
+    }
+
+    #[tokio::test]
+    async fn a_dead_refresher_stops_the_service_with_internal_not_cancelled() {
+        let (_trigger, shutdown) = crate::shutdown::channel();
+        let tokens = refresher(Some(shutdown.clone())).await;
+        let (tx, mut fatal) = tokio::sync::mpsc::unbounded_channel();
+        let (supervisor, _) = Actor::spawn(None, FakeSupervisor, tx)
+            .await
+            .expect("supervisor");
+        let follower = tokio::spawn(follow_registrar(
+            tokens.state(),
+            tokens.refresher(),
+            supervisor.clone(),
+            shutdown,
+        ));
+        // The refresher dies while nobody asked the registrar to stop.
+        tokens.refresher().stop(Some("killed by the test".into()));
+        wait_until_stopped(&tokens.refresher()).await;
+        let e = tokio::time::timeout(Duration::from_secs(5), fatal.recv())
+            .await
+            .expect("the supervisor hears of it")
+            .expect("a fatal error");
+        assert_eq!(e.code(), ErrorCode::Internal, "{e}");
+        assert!(e.message().contains("token refresher"), "{e}");
+        follower.await.expect("follower ends");
+        // Catalog requests get a real error, not the `cancelled` of a requested stop.
+        let err = tokens.current().await.expect_err("no token");
+        assert_eq!(err.code(), ErrorCode::Internal, "{err}");
+        let rejected = BearerToken {
+            value: Secret::new("old"),
+            generation: 0,
+        };
+        let err = tokens
+            .renew_after_rejection(&rejected)
+            .await
+            .expect_err("no renewal");
+        assert_eq!(err.code(), ErrorCode::Internal, "{err}");
+        supervisor.stop(None);
+    }
+
+    #[tokio::test]
+    async fn a_refresher_stopped_with_the_registrar_means_cancelled() {
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let tokens = refresher(Some(shutdown.clone())).await;
+        let (tx, mut fatal) = tokio::sync::mpsc::unbounded_channel();
+        let (supervisor, _) = Actor::spawn(None, FakeSupervisor, tx)
+            .await
+            .expect("supervisor");
+        let follower = tokio::spawn(follow_registrar(
+            tokens.state(),
+            tokens.refresher(),
+            supervisor.clone(),
+            shutdown,
+        ));
+        trigger.trigger();
+        follower.await.expect("follower ends");
+        wait_until_stopped(&tokens.refresher()).await;
+        assert!(fatal.try_recv().is_err(), "a requested stop is not fatal");
+        let err = tokens.current().await.expect_err("no token");
+        assert_eq!(err.code(), ErrorCode::Cancelled, "{err}");
+        supervisor.stop(None);
+    }
 
     #[test]
     fn renews_at_80_percent_with_a_floor() {

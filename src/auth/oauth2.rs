@@ -42,7 +42,10 @@ impl std::fmt::Debug for TokenEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenEndpoint")
             .field("client_id", &self.credential.client_id)
-            .field("uri", &self.credential.oauth2_server_uri.as_str())
+            .field(
+                "uri",
+                &crate::catalog::redacted_url(&self.credential.oauth2_server_uri),
+            )
             .field("scope", &self.credential.scope)
             .finish_non_exhaustive()
     }
@@ -56,8 +59,10 @@ impl TokenEndpoint {
     /// Exchanges the client credentials for an access token, once (no retry here).
     pub async fn exchange(&self) -> Result<IssuedToken> {
         let endpoint = self.credential.oauth2_server_uri.as_str().to_string();
-        let token_url = TokenUrl::new(endpoint.clone())
-            .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {endpoint}: {e}")))?;
+        // What messages show: no query string (it may carry a secret).
+        let shown = crate::catalog::redacted_url(&self.credential.oauth2_server_uri);
+        let token_url = TokenUrl::new(endpoint)
+            .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {shown}: {e}")))?;
         let client = BasicClient::new(ClientId::new(self.credential.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 self.credential.client_secret.expose().to_string(),
@@ -77,13 +82,21 @@ impl TokenEndpoint {
                 for (name, value) in parts.headers.iter() {
                     builder = builder.header(name, value);
                 }
-                let response = builder.body(body).send().await?;
+                // Errors leave without the URL: a query string may carry a secret.
+                let response = builder
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(reqwest::Error::without_url)?;
                 seen.store(response.status().as_u16(), Ordering::Relaxed);
                 let mut out = http::Response::builder().status(response.status());
                 for (name, value) in response.headers() {
                     out = out.header(name, value);
                 }
-                let bytes = response.bytes().await?;
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(reqwest::Error::without_url)?;
                 Ok::<_, reqwest::Error>(out.body(bytes.to_vec()).unwrap_or_default())
             }
         };
@@ -92,7 +105,7 @@ impl TokenEndpoint {
             .add_scope(Scope::new(self.credential.scope.clone()))
             .request_async(&send)
             .await
-            .map_err(|e| classify(e, status.load(Ordering::Relaxed), &endpoint))?;
+            .map_err(|e| classify(e, status.load(Ordering::Relaxed), &shown))?;
         metrics::counter!("thadam_iceberg_token_exchanges_total").increment(1);
         tracing::info!(
             expires_in = ?response.expires_in(),
@@ -103,6 +116,20 @@ impl TokenEndpoint {
             expires_in: response.expires_in(),
         })
     }
+}
+
+/// Whether a transport error (somewhere in its chain) is a timeout.
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<reqwest::Error>()
+            && r.is_timeout()
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Sorts a failed exchange by what the refresher must do: retry (transient) or stop (fatal).
@@ -130,13 +157,15 @@ fn classify<RE: std::error::Error + 'static, T: oauth2::ErrorResponse + 'static>
             None => Error::unavailable(format!(
                 "cannot reach the token endpoint {endpoint}: {}",
                 error_chain_text(e)
-            )),
+            ))
+            .with_retry_hint(if is_timeout(e) { "timeout" } else { "connect" }, None),
         };
     }
     match status {
         408 | 429 | 500..=599 => Error::unavailable(format!(
             "the token endpoint {endpoint} answered HTTP {status}; retrying"
-        )),
+        ))
+        .with_retry_hint(crate::catalog::outcome::status_cause(status), None),
         _ => {
             // The server's error code (invalid_client, ...) is safe to show; our secret is not in it.
             let detail = match &err {

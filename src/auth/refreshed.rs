@@ -18,6 +18,7 @@ use crate::auth::oauth2::TokenEndpoint;
 use crate::auth::{BearerToken, TokenSource};
 use crate::config::{OAuth2Credential, RetryPolicy};
 use crate::error::{Error, Result};
+use crate::shutdown::Shutdown;
 
 /// How long a request waits for a renewal before treating the token endpoint as unavailable
 /// (longer than the HTTP client's own 60 s timeout, so that one decides first).
@@ -26,6 +27,10 @@ const RENEW_TIMEOUT: Duration = Duration::from_secs(90);
 pub struct RefreshedToken {
     state: watch::Receiver<TokenState>,
     refresher: ActorRef<TokenRefresherMsg>,
+    /// The registrar's stop signal: a refresher that is gone while it is set means "stopping"
+    /// (`cancelled`); gone without it, the refresher died, which is `internal`, never a silent
+    /// `cancelled` that callers would take for a requested stop.
+    shutdown: Option<Shutdown>,
 }
 
 impl std::fmt::Debug for RefreshedToken {
@@ -45,9 +50,35 @@ impl RefreshedToken {
         http: reqwest::Client,
         retry: RetryPolicy,
     ) -> Result<Arc<RefreshedToken>> {
+        Self::start_with_shutdown(credential, http, retry, None).await
+    }
+
+    /// [`RefreshedToken::start`] for a registrar whose stop signal is `shutdown`.
+    pub async fn start_with_shutdown(
+        credential: OAuth2Credential,
+        http: reqwest::Client,
+        retry: RetryPolicy,
+        shutdown: Option<Shutdown>,
+    ) -> Result<Arc<RefreshedToken>> {
         let (refresher, state) =
             token_refresher::spawn(TokenEndpoint::new(credential, http), retry).await?;
-        Ok(Arc::new(RefreshedToken { state, refresher }))
+        Ok(Arc::new(RefreshedToken {
+            state,
+            refresher,
+            shutdown,
+        }))
+    }
+
+    /// Why the refresher cannot answer: the registrar is stopping, or the refresher died.
+    fn gone(&self) -> Error {
+        if self.shutdown.as_ref().is_some_and(Shutdown::is_requested) {
+            Error::cancelled()
+        } else {
+            Error::internal(
+                "the token refresher (catalog_credential) stopped unexpectedly; no catalog \
+                 request can get a token. Restart the registrar",
+            )
+        }
     }
 
     /// The channel the refresher publishes on (for [`token_refresher::follow_registrar`]).
@@ -71,10 +102,14 @@ impl Drop for RefreshedToken {
 impl TokenSource for RefreshedToken {
     async fn current(&self) -> Result<Option<BearerToken>> {
         let mut state = self.state.clone();
+        // A closed channel still holds the last value: check for a dead refresher first.
+        if state.has_changed().is_err() {
+            return Err(self.gone());
+        }
         let published = state
             .wait_for(|s| !matches!(s, TokenState::Pending))
             .await
-            .map_err(|_| Error::cancelled())?
+            .map_err(|_| self.gone())?
             .clone();
         match published {
             TokenState::Ready(token) => Ok(Some(token)),
@@ -100,8 +135,8 @@ impl TokenSource for RefreshedToken {
             Ok(CallResult::Timeout) => Err(Error::unavailable(
                 "the token endpoint did not answer a renewal in time",
             )),
-            // The refresher is gone: the registrar is stopping.
-            Ok(CallResult::SenderError) | Err(_) => Err(Error::cancelled()),
+            // The refresher is gone: stopping, or dead (see `gone`).
+            Ok(CallResult::SenderError) | Err(_) => Err(self.gone()),
         }
     }
 }

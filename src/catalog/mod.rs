@@ -7,6 +7,8 @@
 //! iceberg's `Transaction` write manifests and then hand its commit to us.
 
 pub mod adapter;
+pub mod outcome;
 pub mod rest;
 
-pub use rest::{CommitError, RestClient, TableName};
+pub use outcome::{CallKind, StatusOutcome, classify_status};
+pub use rest::{CommitError, RestClient, TableName, redacted_url};

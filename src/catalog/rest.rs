@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::spec::TableMetadata;
@@ -18,8 +19,19 @@ use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::auth::{BearerToken, SharedTokenSource};
+use crate::catalog::outcome::{
+    CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
+};
+use crate::config::RetryPolicy;
 use crate::error::{Error, ErrorCode, Result};
+use crate::retry::{Op, delay_for, note_retry, warn_if_slow};
 use crate::tls::{TlsFailure, error_chain_text, tls_cause};
+
+/// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
+/// transient failure or a lost answer before the caller is told "state unknown" (and reloads to
+/// reconcile). The server replays its stored answer for a key it has seen, so a resend is safe;
+/// a few are enough to ride out a blip without holding the table for long.
+pub const IDEMPOTENT_RESENDS: u32 = 3;
 
 /// A table's place in the catalog: namespace levels and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -74,6 +86,8 @@ pub struct RestClientSettings {
     pub tokens: SharedTokenSource,
     /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's.
     pub storage_props: HashMap<String, String>,
+    /// Backoff between resends of a commit (see [`IDEMPOTENT_RESENDS`]).
+    pub retry: RetryPolicy,
 }
 
 /// The catalog connection. Cheap to clone; all clones share the HTTP pool and token source.
@@ -89,12 +103,13 @@ struct Inner {
     storage_props: HashMap<String, String>,
     prefix: Option<String>,
     idempotency_keys: bool,
+    retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for RestClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestClient")
-            .field("base", &self.inner.base.as_str())
+            .field("base", &redacted_url(&self.inner.base))
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
     }
@@ -132,6 +147,7 @@ impl RestClient {
             storage_props: settings.storage_props,
             prefix: None,
             idempotency_keys: false,
+            retry: settings.retry,
         };
         let url = inner.url(&["v1", "config"], false)?;
         let response = inner
@@ -140,7 +156,7 @@ impl RestClient {
             .map_err(SendFailure::into_error)?;
         let config: ConfigResponse = match response.status() {
             StatusCode::OK => read_json(response, "GET /v1/config").await?,
-            status => return Err(status_error(status, response, "GET /v1/config").await),
+            _ => return Err(status_error(response, "GET /v1/config").await),
         };
         let mut merged = config.defaults;
         merged.extend(config.overrides);
@@ -183,7 +199,7 @@ impl RestClient {
                     .map(Some)
             }
             StatusCode::NOT_FOUND => Ok(None),
-            status => Err(status_error(status, response, &what).await),
+            _ => Err(status_error(response, &what).await),
         }
     }
 
@@ -247,7 +263,7 @@ impl RestClient {
                 s if s.is_success() => tracing::info!("created namespace {}", levels.join(".")),
                 // Someone else created it meanwhile: that is what we wanted.
                 StatusCode::CONFLICT => {}
-                status => return Err(status_error(status, response, &what).await),
+                _ => return Err(status_error(response, &what).await),
             }
         }
         Ok(())
@@ -267,7 +283,7 @@ impl RestClient {
         match response.status() {
             s if s.is_success() => Ok(true),
             StatusCode::NOT_FOUND => Ok(false),
-            status => Err(status_error(status, response, &what).await),
+            _ => Err(status_error(response, &what).await),
         }
     }
 
@@ -305,12 +321,18 @@ impl RestClient {
                     "{what}: the catalog says it exists but cannot load it"
                 ))
             }),
-            status => Err(status_error(status, response, &what).await),
+            _ => Err(status_error(response, &what).await),
         }
     }
 
     /// Commits updates behind requirements (`POST .../tables/{table}`), returning the new table.
-    /// `idempotency_key` is sent only when the server advertised support.
+    ///
+    /// When the server advertised `idempotency-key-lifetime`, the request carries an
+    /// `Idempotency-Key` (the caller's, or a fresh one per call: one key per request body), and a
+    /// transient failure or a lost answer is first resent, byte for byte with the same key, up to
+    /// [`IDEMPOTENT_RESENDS`] times: the server replays the stored answer if the first attempt
+    /// was applied. A request that never left is resent the same way. Only then does the caller
+    /// hear [`CommitError::Unknown`] (and reconciles by reloading).
     pub async fn commit(
         &self,
         table: &TableName,
@@ -318,6 +340,14 @@ impl RestClient {
         updates: Vec<TableUpdate>,
         idempotency_key: Option<&str>,
     ) -> std::result::Result<Table, CommitError> {
+        let op = if updates
+            .iter()
+            .any(|u| matches!(u, TableUpdate::AddSnapshot { .. }))
+        {
+            Op::Append
+        } else {
+            Op::SchemaCommit
+        };
         let what = format!("commit to table {table}");
         let url = self.inner.table_url(table).map_err(CommitError::Fatal)?;
         let body = serde_json::to_vec(&CommitTableRequest {
@@ -326,16 +356,72 @@ impl RestClient {
             updates,
         })
         .map_err(|e| CommitError::Fatal(Error::internal(format!("{what}: cannot encode: {e}"))))?;
-        let key = idempotency_key.filter(|_| self.inner.idempotency_keys);
-        let response = match self.inner.send(Method::POST, url, Some(body), key).await {
+        let key: Option<String> = self.inner.idempotency_keys.then(|| {
+            idempotency_key
+                .map(str::to_string)
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        });
+        let mut attempt: u32 = 0;
+        let started = Instant::now();
+        let mut warned = false;
+        loop {
+            let failure = match self
+                .commit_once(table, &what, &url, &body, key.as_deref())
+                .await
+            {
+                Ok(t) => return Ok(t),
+                Err(f) => f,
+            };
+            let resend = match &failure {
+                CommitError::NotApplied(_) => true,
+                CommitError::Unknown(_) => key.is_some(),
+                CommitError::Conflict(_) | CommitError::Fatal(_) => false,
+            };
+            let error = match &failure {
+                CommitError::NotApplied(e) | CommitError::Unknown(e) if resend => e,
+                _ => return Err(failure),
+            };
+            if attempt >= IDEMPOTENT_RESENDS {
+                return Err(failure);
+            }
+            note_retry(op, error, started, &mut warned, &what);
+            let delay = delay_for(&self.inner.retry, attempt, error);
+            tracing::warn!(
+                table = %table,
+                attempt,
+                ?delay,
+                idempotency_key = key.is_some(),
+                "{what} did not complete ({error}); resending the same request"
+            );
+            // The caller races this against shutdown, so a plain sleep is enough here.
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// One attempt of [`RestClient::commit`].
+    async fn commit_once(
+        &self,
+        table: &TableName,
+        what: &str,
+        url: &Url,
+        body: &[u8],
+        key: Option<&str>,
+    ) -> std::result::Result<Table, CommitError> {
+        let response = match self
+            .inner
+            .send(Method::POST, url.clone(), Some(body.to_vec()), key)
+            .await
+        {
             Ok(r) => r,
             Err(SendFailure::NotSent(e)) => return Err(CommitError::NotApplied(e)),
             Err(SendFailure::Unknown(e)) => return Err(CommitError::Unknown(e)),
             Err(SendFailure::Fatal(e)) => return Err(CommitError::Fatal(e)),
         };
-        match response.status() {
-            StatusCode::OK => {
-                let result: CommitTableResponse = read_json(response, &what)
+        let status = response.status().as_u16();
+        match classify_status(status, CallKind::Commit, retry_after_of(&response)) {
+            StatusOutcome::Success => {
+                let result: CommitTableResponse = read_json(response, what)
                     .await
                     .map_err(CommitError::Unknown)?;
                 self.table_from(
@@ -346,17 +432,11 @@ impl RestClient {
                 )
                 .map_err(CommitError::Unknown)
             }
-            StatusCode::CONFLICT => {
-                let message = error_message(response).await;
-                Err(CommitError::Conflict(message))
+            StatusOutcome::Conflict => Err(CommitError::Conflict(error_message(response).await)),
+            StatusOutcome::StateUnknown { .. } | StatusOutcome::Transient { .. } => {
+                Err(CommitError::Unknown(status_error(response, what).await))
             }
-            status if status.is_server_error() => {
-                let err = status_error(status, response, &what).await;
-                Err(CommitError::Unknown(err))
-            }
-            status => Err(CommitError::Fatal(
-                status_error(status, response, &what).await,
-            )),
+            _ => Err(CommitError::Fatal(status_error(response, what).await)),
         }
     }
 }
@@ -368,7 +448,10 @@ impl Inner {
         let mut url = self.base.clone();
         {
             let mut path = url.path_segments_mut().map_err(|_| {
-                Error::config_invalid(format!("catalog_uri {} cannot be a base URL", self.base))
+                Error::config_invalid(format!(
+                    "catalog_uri {} cannot be a base URL",
+                    redacted_url(&self.base)
+                ))
             })?;
             if prefixed {
                 path.push("v1");
@@ -390,8 +473,9 @@ impl Inner {
         self.url(&["namespaces", &ns, "tables", &table.name], true)
     }
 
-    /// Sends one request with the current token; on 401 asks the token source for a renewal and
-    /// retries once. A 401/403 that survives that is `auth.failed`.
+    /// Sends one request with the current token; on 401 (or 419, what some catalogs answer for
+    /// an expired token) asks the token source for a renewal and retries once. A 401/419/403 that
+    /// survives that is `auth.failed`.
     async fn send(
         &self,
         method: Method,
@@ -421,32 +505,33 @@ impl Inner {
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body.clone());
             }
-            let response = request
-                .send()
+            let target = format!("{method} {}", url.path());
+            let response = warn_if_slow(format!("the catalog ({target})"), request.send())
                 .await
-                .map_err(|e| classify_transport_error(&e, method.as_str(), &url))?;
+                .map_err(|e| classify_transport_error(e, method.as_str(), &url))?;
             let status = response.status();
-            if status == StatusCode::UNAUTHORIZED
-                && !renewed
-                && let Some(rejected) = &token
-                && let Some(fresh) = self.renew(rejected).await?
-            {
-                tracing::info!(
-                    "the catalog rejected the token (401); retrying once with a renewed one"
-                );
-                token = Some(fresh);
-                renewed = true;
-                continue;
+            match classify_status(status.as_u16(), CallKind::Other, None) {
+                StatusOutcome::Reauthenticate if !renewed => {
+                    if let Some(rejected) = &token
+                        && let Some(fresh) = self.renew(rejected).await?
+                    {
+                        tracing::info!(
+                            "the catalog rejected the token ({status}); retrying once with a \
+                             renewed one"
+                        );
+                        token = Some(fresh);
+                        renewed = true;
+                        continue;
+                    }
+                }
+                StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => {}
+                _ => return Ok(response),
             }
-            if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-                let message = error_message(response).await;
-                return Err(SendFailure::Fatal(Error::auth_failed(format!(
-                    "the catalog answered {status} to {method} {}: {message}; check catalog_token / \
-                     catalog_credential (and that it may access this namespace)",
-                    url.path()
-                ))));
-            }
-            return Ok(response);
+            let message = error_message(response).await;
+            return Err(SendFailure::Fatal(Error::auth_failed(format!(
+                "the catalog answered {status} to {target}: {message}; check catalog_token / \
+                 catalog_credential (and that it may access this namespace)"
+            ))));
         }
     }
 
@@ -463,6 +548,11 @@ impl Inner {
 
 fn classify_token_error(e: Error) -> SendFailure {
     if e.is_transient() {
+        let e = if e.retry_hint().is_none() {
+            e.with_retry_hint("token", None)
+        } else {
+            e
+        };
         SendFailure::NotSent(e)
     } else {
         SendFailure::Fatal(e)
@@ -470,10 +560,12 @@ fn classify_token_error(e: Error) -> SendFailure {
 }
 
 /// Sorts a transport error by what it means for the request: never sent, outcome unknown, or a
-/// TLS failure that retrying cannot fix.
-fn classify_transport_error(err: &reqwest::Error, method: &str, url: &Url) -> SendFailure {
+/// TLS failure that retrying cannot fix. The URL is stripped from the error first: reqwest's
+/// message quotes it whole, query string (which may hold a token) included.
+fn classify_transport_error(err: reqwest::Error, method: &str, url: &Url) -> SendFailure {
+    let err = err.without_url();
     let target = format!("{method} {}", redacted_url(url));
-    if let Some(tls) = tls_cause(err) {
+    if let Some(tls) = tls_cause(&err) {
         return SendFailure::Fatal(match tls {
             TlsFailure::ServerNotTrusted(cause) => Error::config_invalid(format!(
                 "TLS: the catalog's certificate is not trusted ({cause}) on {target}; set \
@@ -489,31 +581,52 @@ fn classify_transport_error(err: &reqwest::Error, method: &str, url: &Url) -> Se
             )),
         });
     }
-    let text = error_chain_text(err);
+    let text = error_chain_text(&err);
     if err.is_connect() {
-        SendFailure::NotSent(Error::unavailable(format!(
-            "cannot reach the catalog ({target}): {text}"
-        )))
+        SendFailure::NotSent(
+            Error::unavailable(format!("cannot reach the catalog ({target}): {text}"))
+                .with_retry_hint("connect", None),
+        )
     } else {
-        SendFailure::Unknown(Error::unavailable(format!(
-            "no answer from the catalog ({target}): {text}"
-        )))
+        let cause = if err.is_timeout() {
+            "timeout"
+        } else {
+            "lost_response"
+        };
+        SendFailure::Unknown(
+            Error::unavailable(format!("no answer from the catalog ({target}): {text}"))
+                .with_retry_hint(cause, None),
+        )
     }
 }
 
-fn redacted_url(url: &Url) -> String {
+/// A URL fit for logs and errors: no user, password or query string (where tokens travel).
+pub fn redacted_url(url: &Url) -> String {
     let mut u = url.clone();
     let _ = u.set_password(None);
     let _ = u.set_username("");
     u.set_query(None);
+    u.set_fragment(None);
     u.to_string()
 }
 
+/// The `Retry-After` header of a response, if it has a usable one.
+fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()))
+}
+
 async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &str) -> Result<T> {
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| Error::unavailable(format!("{what}: reading the response failed: {e}")))?;
+    let bytes = response.bytes().await.map_err(|e| {
+        Error::unavailable(format!(
+            "{what}: reading the response failed: {}",
+            error_chain_text(&e.without_url())
+        ))
+        .with_retry_hint("lost_response", None)
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::new(
             ErrorCode::CatalogRejected,
@@ -546,14 +659,25 @@ async fn error_message(response: reqwest::Response) -> String {
     }
 }
 
-async fn status_error(status: StatusCode, response: reqwest::Response, what: &str) -> Error {
+/// The error for a status the caller does not handle itself, per [`classify_status`].
+async fn status_error(response: reqwest::Response, what: &str) -> Error {
+    let status = response.status();
+    let after = retry_after_of(&response);
     let message = error_message(response).await;
-    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-        Error::unavailable(format!("{what}: the catalog answered {status}: {message}"))
-    } else {
-        Error::new(
-            ErrorCode::CatalogRejected,
-            format!("{what}: the catalog answered {status}: {message}"),
-        )
+    let text = format!("{what}: the catalog answered {status}: {message}");
+    match classify_status(status.as_u16(), CallKind::Other, after) {
+        StatusOutcome::Transient { retry_after } | StatusOutcome::StateUnknown { retry_after } => {
+            Error::unavailable(text).with_retry_hint(status_cause(status.as_u16()), retry_after)
+        }
+        StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => {
+            Error::auth_failed(format!("{text}; check catalog_token / catalog_credential"))
+        }
+        StatusOutcome::Missing => Error::new(
+            ErrorCode::TableMissing,
+            format!("{text}; create the namespace or table, or set create_table: true"),
+        ),
+        StatusOutcome::Success | StatusOutcome::Conflict | StatusOutcome::Rejected => {
+            Error::new(ErrorCode::CatalogRejected, text)
+        }
     }
 }

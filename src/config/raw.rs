@@ -42,6 +42,7 @@ pub(crate) struct RawIceberg {
     pub retry: Option<Value>,
     pub commit: Option<Value>,
     pub footer_readers: Option<Value>,
+    pub unready_after: Option<Value>,
 }
 
 /// `catalog_credential:`.

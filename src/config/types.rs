@@ -42,6 +42,9 @@ pub struct RegistrarConfig {
     pub commit: CommitPolicy,
     /// `footer_readers`: how many footers are read at once. Default 8.
     pub footer_readers: usize,
+    /// `unready_after`: how long a table may keep failing (retried) before `/readyz` answers 503
+    /// for it. Default [`DEFAULT_UNREADY_AFTER`] (5 minutes).
+    pub unready_after: std::time::Duration,
     /// The `from` parquet sink, as far as the registrar needs it.
     pub source: ParquetSource,
 }
@@ -147,6 +150,10 @@ impl Default for CommitPolicy {
 
 /// The default of `footer_readers`.
 pub const DEFAULT_FOOTER_READERS: usize = 8;
+
+/// `unready_after` default: long enough that a catalog restart or a short outage does not flap
+/// readiness, short enough that an outage pages someone within minutes.
+pub const DEFAULT_UNREADY_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// `retry`: exponential backoff for transient failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

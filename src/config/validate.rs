@@ -11,8 +11,8 @@ use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
-    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, OAuth2Credential,
-    RegistrarConfig, RetryPolicy, StoreConfig,
+    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER,
+    OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
 };
 use super::urls;
 use crate::error::Result;
@@ -91,6 +91,16 @@ pub(crate) fn registrar(
     let footer_readers = ctx
         .count("config.footer_readers", raw.footer_readers.as_ref())?
         .map_or(DEFAULT_FOOTER_READERS, |n| n.min(1024) as usize);
+    let unready_after = ctx
+        .duration("config.unready_after", raw.unready_after.as_ref())?
+        .unwrap_or(DEFAULT_UNREADY_AFTER);
+    if unready_after.is_zero() {
+        return Err(ctx.err(
+            "config.unready_after",
+            "must be greater than 0, e.g. 5m (how long a table may keep failing before /readyz \
+             answers 503)",
+        ));
+    }
 
     // Rule 17, once everything else holds.
     warn_cleartext(&ctx, &catalog_uri, &catalog_auth);
@@ -110,6 +120,7 @@ pub(crate) fn registrar(
         retry,
         commit,
         footer_readers,
+        unready_after,
         source,
     })
 }

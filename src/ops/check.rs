@@ -226,7 +226,9 @@ async fn timed<T>(what: &str, fut: impl Future<Output = Result<T, Error>>) -> Re
 /// "catalog reachable" and "auth accepted"; the client when both passed.
 async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Option<RestClient> {
     let sink = config.id.as_str();
-    let uri = config.catalog_uri.as_str().trim_end_matches('/');
+    // Without its query string: one may carry a token, and this report is printed.
+    let redacted = crate::catalog::redacted_url(&config.catalog_uri);
+    let uri = redacted.trim_end_matches('/');
     let auth = match &config.catalog_auth {
         CatalogAuth::None => "no credentials configured; the catalog accepts anonymous requests",
         CatalogAuth::Token(_) => "catalog_token accepted",

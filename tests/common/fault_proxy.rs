@@ -5,10 +5,14 @@
 //! changes (`add-schema`). A rule can answer without forwarding (the commit is not applied),
 //! forward and then answer 5xx (applied, but the client hears a failure), forward and then drop
 //! the connection (applied, answer lost), or hold the request forever (a commit in flight when
-//! the process dies).
+//! the process dies). Loads, table creations (register) and `GET /v1/config` can be faulted too,
+//! a refusal can carry `Retry-After`, and [`FaultProxy::store_by_idempotency_key`] makes the
+//! proxy behave as the REST spec says servers do: the first answer to an `Idempotency-Key` is
+//! stored and replayed for every later request with the same key, without forwarding it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -27,6 +31,8 @@ pub enum Fault {
     Pass,
     /// Answer this status without forwarding: the commit is not applied.
     Refuse(u16),
+    /// Like `Refuse`, with a `Retry-After` of this many seconds.
+    RefuseRetryAfter(u16, u64),
     /// Forward (applied), then answer this status instead of the real one.
     ApplyThenFail(u16),
     /// Forward (applied), then close the connection without an answer.
@@ -36,19 +42,34 @@ pub enum Fault {
 }
 
 /// Which commits a fault plan applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Append,
     Schema,
+    /// `GET .../tables/{name}`.
+    Load,
+    /// `POST .../namespaces/{ns}/register` for the table (how the registrar creates tables).
+    Create,
+    /// `GET /v1/config`.
+    Config,
 }
+
+/// A stored answer: status, content type, body.
+type Stored = (u16, Vec<u8>);
 
 #[derive(Default)]
 struct Plan {
-    /// Faults for the next matching commits, in order; once empty, everything passes.
-    append: VecDeque<Fault>,
-    schema: VecDeque<Fault>,
+    /// Faults for the next matching requests of each kind, in order; once empty, all pass.
+    faults: HashMap<Kind, VecDeque<Fault>>,
     /// What happened, for assertions: (kind, fault applied).
     log: Vec<(Kind, Fault)>,
+    /// When each logged request arrived.
+    times: Vec<Instant>,
+    /// Replay answers by `Idempotency-Key` (the spec's server behaviour).
+    store_by_key: bool,
+    stored: HashMap<String, Stored>,
+    /// The keys whose stored answer was replayed, in order.
+    replayed: Vec<String>,
     /// Whether `GET /v1/config` advertises idempotency keys (added to the fixture's answer).
     advertise_idempotency: bool,
     /// The `Idempotency-Key` header of every matching commit (None when absent).
@@ -95,10 +116,22 @@ impl FaultProxy {
     /// Queues faults for the next commits of `kind`.
     pub fn plan(&self, kind: Kind, faults: impl IntoIterator<Item = Fault>) {
         let mut plan = self.plan.lock().expect("plan");
-        match kind {
-            Kind::Append => plan.append.extend(faults),
-            Kind::Schema => plan.schema.extend(faults),
-        }
+        plan.faults.entry(kind).or_default().extend(faults);
+    }
+
+    /// Stores the first answer to each `Idempotency-Key` and replays it for repeats.
+    pub fn store_by_idempotency_key(&self) {
+        self.plan.lock().expect("plan").store_by_key = true;
+    }
+
+    /// The keys whose stored answer was replayed.
+    pub fn replayed(&self) -> Vec<String> {
+        self.plan.lock().expect("plan").replayed.clone()
+    }
+
+    /// When each logged request arrived, in log order.
+    pub fn times(&self) -> Vec<Instant> {
+        self.plan.lock().expect("plan").times.clone()
     }
 
     /// Makes `GET /v1/config` advertise `idempotency-key-lifetime` (the fixture does not).
@@ -143,37 +176,76 @@ async fn handle(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let is_commit = parts.method == hyper::Method::POST && parts.uri.path().ends_with(suffix);
-    let kind = if !is_commit {
-        None
-    } else if contains(&body, b"add-snapshot") {
-        Some(Kind::Append)
-    } else if contains(&body, b"add-schema") {
-        Some(Kind::Schema)
+    let path = parts.uri.path();
+    let post = parts.method == hyper::Method::POST;
+    let get = parts.method == hyper::Method::GET;
+    let table_name = suffix.trim_start_matches("/tables/");
+    let kind = if post && path.ends_with(suffix) {
+        if contains(&body, b"add-snapshot") {
+            Some(Kind::Append)
+        } else if contains(&body, b"add-schema") {
+            Some(Kind::Schema)
+        } else {
+            None
+        }
+    } else if get && path.ends_with(suffix) {
+        Some(Kind::Load)
+    } else if post
+        && path.ends_with("/register")
+        && contains(&body, format!("\"name\":\"{table_name}\"").as_bytes())
+    {
+        Some(Kind::Create)
+    } else if get && path.ends_with("/v1/config") {
+        Some(Kind::Config)
     } else {
         None
     };
+    let key = parts
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let commit = matches!(kind, Some(Kind::Append | Kind::Schema));
     let fault = match kind {
         None => Fault::Pass,
         Some(kind) => {
             let mut p = plan.lock().expect("plan");
-            let fault = match kind {
-                Kind::Append => p.append.pop_front(),
-                Kind::Schema => p.schema.pop_front(),
+            // A repeated key gets the stored answer: the request is not applied again.
+            if p.store_by_key
+                && let Some(k) = &key
+                && let Some((status, bytes)) = p.stored.get(k).cloned()
+            {
+                p.replayed.push(k.clone());
+                if commit {
+                    p.idempotency_keys.push(key.clone());
+                }
+                p.log.push((kind, Fault::Pass));
+                p.times.push(Instant::now());
+                return Ok(json_answer(status, bytes));
             }
-            .unwrap_or(Fault::Pass);
+            let fault = p
+                .faults
+                .get_mut(&kind)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or(Fault::Pass);
             p.log.push((kind, fault));
-            let key = parts
-                .headers
-                .get("idempotency-key")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            p.idempotency_keys.push(key);
+            p.times.push(Instant::now());
+            if commit {
+                p.idempotency_keys.push(key.clone());
+            }
             fault
         }
     };
     match fault {
         Fault::Refuse(status) => return Ok(status_only(status)),
+        Fault::RefuseRetryAfter(status, secs) => {
+            let mut r = status_only(status);
+            r.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from(secs),
+            );
+            return Ok(r);
+        }
         Fault::Hang => {
             std::future::pending::<()>().await;
             unreachable!()
@@ -198,6 +270,21 @@ async fn handle(
         Ok(a) => a,
         Err(_) => return Ok(status_only(502)),
     };
+    let store = key.filter(|_| plan.lock().expect("plan").store_by_key);
+    if let Some(k) = store {
+        // Keep the real answer for replays, then apply the fault to this one.
+        let status = answer.status().as_u16();
+        let bytes = answer.bytes().await.unwrap_or_default().to_vec();
+        plan.lock()
+            .expect("plan")
+            .stored
+            .insert(k, (status, bytes.clone()));
+        return match fault {
+            Fault::ApplyThenFail(s) => Ok(status_only(s)),
+            Fault::ApplyThenDrop => Err(std::io::Error::other("answer dropped by the fault proxy")),
+            _ => Ok(json_answer(status, bytes)),
+        };
+    }
     match fault {
         Fault::ApplyThenFail(status) => Ok(status_only(status)),
         Fault::ApplyThenDrop => Err(std::io::Error::other("answer dropped by the fault proxy")),
@@ -222,6 +309,16 @@ async fn handle(
                 .unwrap_or_else(|_| status_only(502)))
         }
     }
+}
+
+fn json_answer(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

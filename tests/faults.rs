@@ -1,0 +1,338 @@
+//! Faults get the right answer (issue 12): transient statuses on every catalog call are retried
+//! (honouring `Retry-After`) and counted in `thadam_iceberg_retries_total`, a retried commit
+//! carries the same `Idempotency-Key` so the server's stored answer is replayed, and a
+//! `catalog_uri` query string never reaches a log line or an error. Against the real REST fixture
+//! through the fault proxy.
+
+mod common;
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use arrow_array::{Float64Array, RecordBatch};
+use arrow_schema::{DataType, Schema};
+use common::fault_proxy::{Fault, FaultProxy, Kind};
+use common::{Harness, assert_exactly_once};
+use metrics_exporter_prometheus::PrometheusHandle;
+use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::config::RetryPolicy;
+use thadam_iceberg::demo::field;
+
+/// One recorder for the whole test binary (the `metrics` recorder is process-global). Each test
+/// below looks at its own (op, cause) pair, so parallel tests do not disturb each other.
+fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| thadam_iceberg::ops::http::install_prometheus().expect("recorder"))
+}
+
+/// The value of `thadam_iceberg_retries_total{op,cause}` (0 when absent).
+fn retries(op: &str, cause: &str) -> f64 {
+    let text = recorder().render();
+    text.lines()
+        .filter(|l| l.starts_with("thadam_iceberg_retries_total{"))
+        .filter(|l| {
+            l.contains(&format!("op=\"{op}\"")) && l.contains(&format!("cause=\"{cause}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn one_per_commit() -> Tuning {
+    Tuning {
+        max_batch: 1,
+        ..Tuning::default()
+    }
+}
+
+async fn ship(h: &mut Harness, from: u64, n: u64) -> Vec<String> {
+    let mut keys = Vec::new();
+    for i in from..from + n {
+        keys.push(h.ship_telemetry(i, 10).await);
+    }
+    keys
+}
+
+/// Creates the table with one fault-free registration, so the plans below hit what they name.
+async fn create_table(h: &mut Harness) -> String {
+    let key = h.ship_telemetry(1000, 5).await;
+    h.run_until_handled(1).await;
+    key
+}
+
+fn through(h: &Harness, proxy: &FaultProxy) -> thadam_iceberg::config::RegistrarConfig {
+    let mut config = h.config.clone();
+    config.catalog_uri = proxy.uri.parse().expect("url");
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
+    recorder();
+    let before = retries("append", "status_429");
+    let mut h = Harness::new("f429");
+    let mut keys = vec![create_table(&mut h).await];
+    keys.extend(ship(&mut h, 0, 3).await);
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.plan(Kind::Append, [Fault::RefuseRetryAfter(429, 2)]);
+    let mut config = through(&h, &proxy);
+    // A fast backoff, so only Retry-After can explain a 2 s pause.
+    config.retry = RetryPolicy {
+        initial: Duration::from_millis(20),
+        max: Duration::from_secs(5),
+        jitter: false,
+    };
+    Harness::finish(h.start_with(config, one_per_commit()).await, 4).await;
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert_eq!(table.metadata().snapshots().count(), 4);
+    let log = proxy.log();
+    let times = proxy.times();
+    let appends: Vec<usize> = (0..log.len())
+        .filter(|i| log[*i].0 == Kind::Append)
+        .collect();
+    assert!(appends.len() >= 4, "{log:?}");
+    assert_eq!(log[appends[0]].1, Fault::RefuseRetryAfter(429, 2));
+    let waited = times[appends[1]] - times[appends[0]];
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "the next append waited for Retry-After: {waited:?}"
+    );
+    assert!(
+        retries("append", "status_429") >= before + 1.0,
+        "the retry is counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_408_on_a_load_is_retried() {
+    recorder();
+    let before = retries("load", "status_408");
+    let mut h = Harness::new("f408");
+    let mut keys = vec![create_table(&mut h).await];
+    keys.extend(ship(&mut h, 0, 2).await);
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.plan(Kind::Load, [Fault::Refuse(408)]);
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        3,
+    )
+    .await;
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert!(proxy.seen(Kind::Load) >= 2, "{:?}", proxy.log());
+    assert!(retries("load", "status_408") >= before + 1.0);
+}
+
+/// v2 of the telemetry schema: one more column (`temp_c`), so its first segment needs a
+/// schema commit.
+fn telemetry_with_extra_column(segment: u64, rows: usize) -> RecordBatch {
+    let base = thadam_iceberg::demo::telemetry_batch(segment, rows).expect("batch");
+    let mut fields: Vec<arrow_schema::Field> = base
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let next_id = fields.len() as i32 + 1; // IDs 1..=7 are taken
+    fields.push(field("temp_c", DataType::Float64, true, next_id));
+    let mut columns = base.columns().to_vec();
+    columns.push(Arc::new(Float64Array::from(vec![21.5; rows])));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("v2 batch")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_on_a_schema_commit_is_retried() {
+    recorder();
+    let before = retries("schema_commit", "status_503");
+    let mut h = Harness::new("f503");
+    let mut keys = vec![create_table(&mut h).await];
+    let batch = telemetry_with_extra_column(1, 10);
+    keys.push(h.ship("telemetry", &batch).await);
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.plan(Kind::Schema, [Fault::Refuse(503)]);
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        2,
+    )
+    .await;
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert!(
+        table
+            .metadata()
+            .current_schema()
+            .field_by_name("temp_c")
+            .is_some(),
+        "the schema change landed"
+    );
+    assert_eq!(proxy.seen(Kind::Schema), 2, "{:?}", proxy.log());
+    assert!(retries("schema_commit", "status_503") >= before + 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
+    recorder();
+    let before = retries("create", "status_502");
+    let mut h = Harness::with(
+        "f502",
+        common::Options {
+            create_table: true,
+            ..common::Options::default()
+        },
+    );
+    let keys = ship(&mut h, 0, 2).await;
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    // The catalog registers the table, but the registrar hears 502.
+    proxy.plan(Kind::Create, [Fault::ApplyThenFail(502)]);
+    Harness::finish(
+        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        2,
+    )
+    .await;
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert!(proxy.seen(Kind::Create) >= 2, "{:?}", proxy.log());
+    assert!(retries("create", "status_502") >= before + 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
+    let mut h = Harness::new("fidem");
+    let mut keys = vec![create_table(&mut h).await];
+    keys.extend(ship(&mut h, 0, 3).await);
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.advertise_idempotency();
+    proxy.store_by_idempotency_key();
+    // Applied by the fixture, answer lost; then applied, answered 503.
+    proxy.plan(
+        Kind::Append,
+        [Fault::ApplyThenDrop, Fault::ApplyThenFail(503)],
+    );
+    let status =
+        Harness::finish(h.start_with(through(&h, &proxy), one_per_commit()).await, 4).await;
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert_eq!(
+        table.metadata().snapshots().count(),
+        4,
+        "one snapshot per segment"
+    );
+    let sent: Vec<String> = proxy
+        .idempotency_keys()
+        .into_iter()
+        .map(|k| k.expect("a key on every commit"))
+        .collect();
+    // 3 appends, 2 of them sent twice: the resend carries the key of the same body.
+    assert_eq!(sent.len(), 5, "{:?}", proxy.log());
+    assert_eq!(sent[0], sent[1], "resent with the same key");
+    assert_eq!(sent[2], sent[3], "resent with the same key");
+    assert_ne!(sent[1], sent[2], "a new body has a new key");
+    assert_ne!(sent[3], sent[4]);
+    assert_eq!(proxy.replayed(), vec![sent[0].clone(), sent[2].clone()]);
+    // The replayed answers were enough: no reload to reconcile, nothing found already there.
+    let t = status.tables.values().next().expect("status");
+    assert_eq!((t.registered, t.skipped), (3, 1), "{t:?}");
+}
+
+/// Collects formatted log lines of the current thread.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
+    let h = Harness::new("redact");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let mut config = h.config.clone();
+    config.catalog_uri = format!("http://127.0.0.1:{port}/cat?token=s3cr3t")
+        .parse()
+        .expect("url");
+    config.retry = RetryPolicy {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(200),
+        jitter: false,
+    };
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // A one-shot connection: the error itself.
+    let err = thadam_iceberg::registrar::connect(&config)
+        .await
+        .expect_err("nothing listens there");
+    assert!(!err.to_string().contains("s3cr3t"), "{err}");
+    assert!(!format!("{err:?}").contains("s3cr3t"), "{err:?}");
+    // The registrar retrying the connection: its warnings.
+    let started = tokio::time::timeout(
+        Duration::from_secs(2),
+        thadam_iceberg::Registrar::start(config),
+    )
+    .await;
+    assert!(started.is_err(), "it keeps retrying an unreachable catalog");
+    let text = String::from_utf8(logs.0.lock().expect("logs").clone()).expect("utf-8");
+    assert!(
+        text.contains("connecting to the catalog failed"),
+        "the retries were logged: {text}"
+    );
+    assert!(!text.contains("s3cr3t"), "{text}");
+}
+
+#[tokio::test]
+async fn a_catalog_that_stops_answering_is_reported_while_the_request_waits() {
+    let mut h = Harness::new("fslow");
+    create_table(&mut h).await;
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    // A SIGSTOPped catalog: the connection is accepted, the answer never comes.
+    proxy.plan(Kind::Load, [Fault::Hang]);
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let handle = h.start_with(through(&h, &proxy), Tuning::default()).await;
+    let warned = tokio::time::timeout(Duration::from_secs(45), async {
+        loop {
+            let text = String::from_utf8_lossy(&logs.0.lock().expect("logs")).into_owned();
+            if text.contains("no answer after 30s") {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("a warning within 30 s of the request (hang guard 45 s)");
+    assert!(
+        warned.contains("WARN") && warned.contains("GET"),
+        "{warned}"
+    );
+    handle.stop();
+    handle.wait().await.expect("a clean stop");
+}
