@@ -298,11 +298,14 @@ fn torn_variants() -> Vec<(&'static str, Tear)> {
         ("payload cut", |path, one, two| {
             cut_to(path, (one + two) / 2);
         }),
-        ("last payload's end never reached the disk", |path, one, two| {
-            // The file's new size was persisted but not all of its data: the unwritten bytes
-            // read as zeros.
-            zero_range(path, (one + two) / 2, two);
-        }),
+        (
+            "last payload's end never reached the disk",
+            |path, one, two| {
+                // The file's new size was persisted but not all of its data: the unwritten bytes
+                // read as zeros.
+                zero_range(path, (one + two) / 2, two);
+            },
+        ),
         ("last record's header half written", |path, one, two| {
             zero_range(path, one + 3, two);
         }),
@@ -571,7 +574,10 @@ fn odd_but_possible_records_are_read() {
     use serde_json::json;
     let cases = [
         ("object_key", json!("a b ü.parquet")),
-        ("object_key", json!("logs/date=2024-01-01/seg~1#%[x].parquet")),
+        (
+            "object_key",
+            json!("logs/date=2024-01-01/seg~1#%[x].parquet"),
+        ),
         ("object_key", json!("x".repeat(1024))),
         ("object_key", json!(".hidden/seg..parquet")),
         ("file_size", json!(1)),
@@ -853,7 +859,7 @@ async fn tail_keeps_up_with_a_concurrent_writer_in_order() {
     let writer_path = path.clone();
     let writer = tokio::task::spawn_blocking(move || {
         let mut writer = SegmentLogWriter::open(&writer_path).expect("writer");
-        for i in 0..50 {
+        for i in 1..=50 {
             writer.append(uploaded(i)).expect("append");
             writer
                 .append_all([finalized(i), finalized(i + 1), uploaded(i + 1)])
@@ -916,7 +922,12 @@ impl Captured {
 fn unknown_kinds_are_logged_once_per_kind_per_reader() {
     let (_dir, path) = temp_log();
     write_records(&path, 1);
-    for (seq, kind) in [(2, "compacted"), (3, "compacted"), (4, "upload"), (5, "compacted")] {
+    for (seq, kind) in [
+        (2, "compacted"),
+        (3, "compacted"),
+        (4, "upload"),
+        (5, "compacted"),
+    ] {
         append_bytes(
             &path,
             &raw_frame(&format!(r#"{{"seq":{seq},"kind":"{kind}","x":1}}"#)),
@@ -1008,8 +1019,12 @@ fn fuzz_dir() -> tempfile::TempDir {
 fn random_damage_is_either_harmless_or_corruption_never_a_shorter_log() {
     use rand::{Rng, SeedableRng};
     const RECORDS: u64 = 120;
-    const MAX_ITERATIONS: u64 = 3000;
-    const BUDGET: Duration = Duration::from_secs(4);
+    // THADAM_FUZZ_SECONDS lifts both bounds for a long local run.
+    let long_run = std::env::var("THADAM_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok());
+    let max_iterations = if long_run.is_some() { u64::MAX } else { 3000 };
+    let budget = Duration::from_secs(long_run.unwrap_or(4));
     let seed = std::env::var("THADAM_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -1034,7 +1049,7 @@ fn random_damage_is_either_harmless_or_corruption_never_a_shorter_log() {
 
     let started = std::time::Instant::now();
     let mut tally = FuzzTally::default();
-    while tally.iterations < MAX_ITERATIONS && started.elapsed() < BUDGET {
+    while tally.iterations < max_iterations && started.elapsed() < budget {
         let iteration = tally.iterations;
         tally.iterations += 1;
         let mut bytes = original.clone();
@@ -1121,7 +1136,10 @@ fn random_damage_is_either_harmless_or_corruption_never_a_shorter_log() {
         // complete record and appends after them.
         match SegmentLogWriter::open(&path) {
             Ok(mut writer) => {
-                assert!(complete, "{context}: the reader refused but a writer opened");
+                assert!(
+                    complete,
+                    "{context}: the reader refused but a writer opened"
+                );
                 let keep = expected.len();
                 let kept_bytes = if keep == 0 { 0 } else { ends[keep - 1] };
                 writer
@@ -1141,7 +1159,10 @@ fn random_damage_is_either_harmless_or_corruption_never_a_shorter_log() {
             }
             Err(e) => {
                 assert_eq!(e.code(), ErrorCode::SegmentCatalogCorrupt, "{context}: {e}");
-                assert!(!complete, "{context}: the reader read the log but the writer: {e}");
+                assert!(
+                    !complete,
+                    "{context}: the reader read the log but the writer: {e}"
+                );
                 assert_eq!(
                     fs::read(&path).expect("read"),
                     bytes,
