@@ -984,7 +984,7 @@ struct FuzzTally {
 fn fuzz_entry(rng: &mut rand::rngs::StdRng, n: u64) -> LogEntry {
     use rand::Rng;
     let pad = "p".repeat(rng.random_range(0..900));
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         LogEntry::Finalized {
             dataset: "logs".into(),
             segment_id: format!("seg-{n}"),
