@@ -25,7 +25,7 @@ use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::{CatalogAuth, Secret};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::http::{self, Endpoints};
-use thadam_iceberg::protocol::segment_log::SegmentLogTail;
+use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogTail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -621,6 +621,47 @@ async fn sigterm_in_a_backlog_exits_0_and_a_restart_loses_and_doubles_nothing() 
         summary.get("total-records").map(String::as_str),
         Some("240")
     );
+}
+
+/// A shipper whose append failed part-way reopens the log and records the whole batch again, so
+/// the log can hold the same object key twice. `--until-caught-up` used to expect one
+/// registration per record and waited forever; it must end, with every segment once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_caught_up_ends_when_the_log_records_a_segment_twice() {
+    let mut h = Harness::new("ops_dup_caught_up");
+    let mut keys = Vec::new();
+    for n in 0..4 {
+        keys.push(h.ship_telemetry(n, 10).await);
+    }
+    let uploads: Vec<LogEntry> = SegmentLogReader::open(&h.config.source.catalog)
+        .and_then(|mut r| r.read_to_end())
+        .expect("read the log")
+        .into_iter()
+        .map(|r| r.entry)
+        .filter(|e| matches!(e, LogEntry::Uploaded { .. }))
+        .collect();
+    assert_eq!(uploads.len(), 4);
+    // The last three recorded again: the log ends in a duplicate key.
+    h.log
+        .append_all(uploads[1..].iter().cloned())
+        .expect("record the batch again");
+
+    let config = Yaml::good(&h).write(&h, "dup.yaml");
+    let (code, _, stderr) = run_to_end(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--until-caught-up",
+    ])
+    .await;
+    assert_eq!(code, 0, "caught up and exited cleanly:\n{stderr}");
+    let table = h.table("telemetry").await.expect("table");
+    let files = data_file_list(&table).await;
+    let mut expected: Vec<String> = keys
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    expected.sort();
+    assert_eq!(files, expected, "every segment exactly once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -298,8 +298,16 @@ fn torn_variants() -> Vec<(&'static str, Tear)> {
         ("payload cut", |path, one, two| {
             cut_to(path, (one + two) / 2);
         }),
-        ("garbage CRC on the last record", |path, one, _| {
-            flip_byte(path, one + 4);
+        (
+            "last payload's end never reached the disk",
+            |path, one, two| {
+                // The file's new size was persisted but not all of its data: the unwritten bytes
+                // read as zeros.
+                zero_range(path, (one + two) / 2, two);
+            },
+        ),
+        ("last record's header half written", |path, one, two| {
+            zero_range(path, one + 3, two);
         }),
         ("zero-filled tail", |path, one, two| {
             cut_to(path, one);
@@ -314,6 +322,12 @@ fn cut_to(path: &Path, len: u64) {
         .open(path)
         .and_then(|f| f.set_len(len))
         .expect("truncate");
+}
+
+fn zero_range(path: &Path, from: u64, to: u64) {
+    let mut bytes = fs::read(path).expect("read");
+    bytes[from as usize..to as usize].fill(0);
+    fs::write(path, bytes).expect("write");
 }
 
 fn flip_byte(path: &Path, offset: u64) {
@@ -410,6 +424,195 @@ fn damaged_length_field_is_corruption() {
     flip_byte(&path, HEADER_LEN + 3); // the length's high byte: far over 1 MiB
     let err = SegmentLogWriter::open(&path).expect_err("writer");
     assert_corrupt_at(err, &path, HEADER_LEN);
+}
+
+/// Reading `path` and opening a writer on it both fail as corruption at `offset`, and the
+/// writer leaves every byte as it was.
+fn assert_refused_at(path: &Path, offset: u64) -> String {
+    let before = fs::read(path).expect("read");
+    let err = SegmentLogReader::open(path)
+        .and_then(|mut r| r.read_to_end())
+        .expect_err("the reader must refuse the log");
+    let message = err.message().to_owned();
+    assert_corrupt_at(err, path, offset);
+    let err = SegmentLogWriter::open(path).expect_err("the writer must refuse the log");
+    assert_corrupt_at(err, path, offset);
+    assert_eq!(
+        fs::read(path).expect("read"),
+        before,
+        "the writer changed nothing"
+    );
+    message
+}
+
+fn flip_bit(path: &Path, offset: u64, bit: u8) {
+    let mut bytes = fs::read(path).expect("read");
+    bytes[offset as usize] ^= 1 << bit;
+    fs::write(path, bytes).expect("write");
+}
+
+/// A length that still looks plausible (under 1 MiB) but points past the end of the file used
+/// to make readers take the rest of the log for a torn tail, and the next writer erase it.
+#[test]
+fn plausible_damaged_length_in_the_middle_is_corruption_not_a_torn_tail() {
+    let (_dir, path) = temp_log();
+    let ends = write_records(&path, 10);
+    flip_bit(&path, ends[6] + 1, 4); // record 8's length grows by 4 KiB: past the end
+    assert_refused_at(&path, ends[6]);
+
+    let (_dir, path) = temp_log();
+    let ends = write_records(&path, 10);
+    flip_bit(&path, ends[1] + 1, 0); // record 3's length grows by 256 bytes: inside the file
+    assert_refused_at(&path, ends[1]);
+}
+
+#[test]
+fn last_record_with_a_damaged_length_is_corruption() {
+    for (byte, bit) in [(1, 0), (1, 3), (2, 2), (0, 0), (0, 5)] {
+        let (_dir, path) = temp_log();
+        let ends = write_records(&path, 3);
+        flip_bit(&path, ends[1] + byte, bit);
+        assert_refused_at(&path, ends[1]);
+    }
+}
+
+#[test]
+fn damaged_crc_or_payload_of_a_complete_last_record_is_corruption() {
+    for offset in [4, 7, 8, 20] {
+        let (_dir, path) = temp_log();
+        let ends = write_records(&path, 2);
+        flip_bit(&path, ends[0] + offset, 1);
+        let message = assert_refused_at(&path, ends[0]);
+        assert!(message.contains("CRC mismatch"), "{message}");
+    }
+}
+
+#[test]
+fn complete_last_record_that_is_not_a_valid_record_is_corruption() {
+    for json in [
+        r#"{"seq":3,"kind":"#,
+        r#"{"seq":3}"#,
+        r#"{"seq":3,"kind":"uploaded","dataset":"logs"}"#,
+        "not json",
+    ] {
+        let (_dir, path) = temp_log();
+        let ends = write_records(&path, 2);
+        append_bytes(&path, &raw_frame(json));
+        let message = assert_refused_at(&path, ends[1]);
+        assert!(message.contains("not a valid record"), "{json}: {message}");
+    }
+}
+
+/// An `Uploaded` record as JSON with one field replaced.
+fn uploaded_json(seq: u64, field: &str, value: serde_json::Value) -> String {
+    let mut record = serde_json::json!({
+        "seq": seq,
+        "kind": "uploaded",
+        "dataset": "logs",
+        "segment_id": "seg-x",
+        "object_key": "logs/seg-x.parquet",
+        "file_size": 1000,
+        "row_count": 10,
+        "uploaded_at_ms": 1_700_000_000_000u64,
+    });
+    record[field] = value;
+    record.to_string()
+}
+
+const TIB: u64 = 1 << 40;
+
+#[test]
+fn records_with_impossible_fields_are_refused_where_they_are_read() {
+    use serde_json::json;
+    let cases = [
+        ("object_key", json!("")),
+        ("object_key", json!("/logs/seg.parquet")),
+        ("object_key", json!("logs//seg.parquet")),
+        ("object_key", json!("logs/seg.parquet/")),
+        ("object_key", json!("logs/./seg.parquet")),
+        ("object_key", json!("logs/../seg.parquet")),
+        ("object_key", json!(".")),
+        ("object_key", json!("..")),
+        ("object_key", json!("x".repeat(1025))),
+        ("object_key", json!("logs/seg\n.parquet")),
+        ("object_key", json!("logs/seg\u{7f}.parquet")),
+        ("file_size", json!(0)),
+        ("file_size", json!(5 * TIB + 1)),
+        ("file_size", json!(u64::MAX)),
+        ("dataset", json!("")),
+        ("dataset", json!("a.b")),
+        ("dataset", json!("../x")),
+        ("dataset", json!("a/b")),
+        ("dataset", json!("a\u{1f}b")),
+        ("dataset", json!("d".repeat(256))),
+    ];
+    for (field, value) in cases {
+        let (_dir, path) = temp_log();
+        let ends = write_records(&path, 1);
+        append_bytes(&path, &raw_frame(&uploaded_json(2, field, value.clone())));
+        let message = assert_refused_at(&path, ends[0]);
+        assert!(
+            message.contains(&format!("field {field}")) && message.contains("seq 2"),
+            "{field} = {value}: {message}"
+        );
+    }
+    // A finalized record's dataset is checked too.
+    let (_dir, path) = temp_log();
+    let ends = write_records(&path, 1);
+    append_bytes(
+        &path,
+        &raw_frame(
+            r#"{"seq":2,"kind":"finalized","dataset":"a.b","segment_id":"s","path":"p","row_count":1,"file_size":1}"#,
+        ),
+    );
+    let message = assert_refused_at(&path, ends[0]);
+    assert!(message.contains("field dataset"), "{message}");
+}
+
+#[test]
+fn odd_but_possible_records_are_read() {
+    use serde_json::json;
+    let cases = [
+        ("object_key", json!("a b ü.parquet")),
+        (
+            "object_key",
+            json!("logs/date=2024-01-01/seg~1#%[x].parquet"),
+        ),
+        ("object_key", json!("x".repeat(1024))),
+        ("object_key", json!(".hidden/seg..parquet")),
+        ("file_size", json!(1)),
+        ("file_size", json!(5 * TIB)),
+        ("dataset", json!("d".repeat(255))),
+        ("dataset", json!("telemetry_v2-ü")),
+    ];
+    for (field, value) in cases {
+        let (_dir, path) = temp_log();
+        write_records(&path, 1);
+        append_bytes(&path, &raw_frame(&uploaded_json(2, field, value.clone())));
+        assert_eq!(seqs(&read_all(&path)), [1, 2], "{field} = {value}");
+    }
+}
+
+#[test]
+fn writer_refuses_to_append_impossible_records() {
+    let (_dir, path) = temp_log();
+    let mut writer = SegmentLogWriter::open(&path).expect("writer");
+    writer.append(uploaded(1)).expect("append");
+    let before = fs::read(&path).expect("read");
+    let bad = LogEntry::Uploaded {
+        dataset: "logs".into(),
+        segment_id: "seg".into(),
+        object_key: String::new(),
+        file_size: 10,
+        row_count: 1,
+        uploaded_at_ms: 0,
+    };
+    let err = writer
+        .append_all([uploaded(2), bad])
+        .expect_err("empty key");
+    assert!(err.message().contains("object_key"), "{err}");
+    assert_eq!(fs::read(&path).expect("read"), before, "nothing written");
+    assert_eq!(writer.append(uploaded(2)).expect("append"), 2);
 }
 
 #[test]
@@ -656,7 +859,7 @@ async fn tail_keeps_up_with_a_concurrent_writer_in_order() {
     let writer_path = path.clone();
     let writer = tokio::task::spawn_blocking(move || {
         let mut writer = SegmentLogWriter::open(&writer_path).expect("writer");
-        for i in 0..50 {
+        for i in 1..=50 {
             writer.append(uploaded(i)).expect("append");
             writer
                 .append_all([finalized(i), finalized(i + 1), uploaded(i + 1)])
@@ -688,4 +891,291 @@ fn exhausted_seqs_are_refused_not_a_panic() {
     assert_eq!(seqs(&read_all(&path)), [1, u64::MAX]);
     let err = SegmentLogWriter::open(&path).expect_err("no seq left");
     assert!(err.message().contains("sequence numbers"), "{err}");
+}
+
+// ---- unknown kinds are visible -------------------------------------------------------------
+
+/// Collects what a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+}
+
+#[test]
+fn unknown_kinds_are_logged_once_per_kind_per_reader() {
+    let (_dir, path) = temp_log();
+    write_records(&path, 1);
+    for (seq, kind) in [
+        (2, "compacted"),
+        (3, "compacted"),
+        (4, "upload"),
+        (5, "compacted"),
+    ] {
+        append_bytes(
+            &path,
+            &raw_frame(&format!(r#"{{"seq":{seq},"kind":"{kind}","x":1}}"#)),
+        );
+    }
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let records = tracing::subscriber::with_default(subscriber, || read_all(&path));
+    assert_eq!(seqs(&records), [1]);
+    let text = captured.text();
+    let lines = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains("WARN") && l.contains(&format!("\"{kind}\"")))
+            .count()
+    };
+    assert_eq!(lines("compacted"), 1, "once per kind:\n{text}");
+    assert_eq!(lines("upload"), 1, "a misspelled kind is named:\n{text}");
+    assert!(text.contains("seq 2") || text.contains("seq=2"), "{text}");
+}
+
+// ---- bounded fuzz: damage is either harmless or reported, never a silently shorter log -----
+
+/// How one fuzz iteration damaged the log.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// Flip one bit at a byte offset.
+    Flip { offset: usize, bit: u8 },
+    /// Cut the file to this length (what a crash mid-append leaves).
+    Cut { len: usize },
+    /// Overwrite `len` bytes at `offset` with random non-zero bytes. Non-zero: a zero-filled end
+    /// is exactly what a crash leaves (the torn-tail tests cover it), so garbage that happens
+    /// to end the file in zeros is not damage a reader can tell from a crash.
+    Garble { offset: usize, len: usize },
+}
+
+#[derive(Debug, Default)]
+struct FuzzTally {
+    iterations: u64,
+    flips_all_read: u64,
+    flips_corrupt: u64,
+    garbles_all_read: u64,
+    garbles_corrupt: u64,
+    cuts_prefix_read: u64,
+    writer_opened_and_appended: u64,
+    writer_refused: u64,
+}
+
+/// Records of varied sizes (keys from 20 to ~900 bytes), so that damaged lengths land both
+/// inside and past the end of the file.
+fn fuzz_entry(rng: &mut rand::rngs::StdRng, n: u64) -> LogEntry {
+    use rand::Rng;
+    let pad = "p".repeat(rng.random_range(0..900));
+    if n.is_multiple_of(3) {
+        LogEntry::Finalized {
+            dataset: "logs".into(),
+            segment_id: format!("seg-{n}"),
+            path: format!("/var/lib/thadam/{pad}seg-{n}.parquet"),
+            row_count: n,
+            file_size: n * 7,
+        }
+    } else {
+        LogEntry::Uploaded {
+            dataset: "logs".into(),
+            segment_id: format!("seg-{n}"),
+            object_key: format!("logs/{pad}seg-{n}.parquet"),
+            file_size: n * 1000 + 1,
+            row_count: n,
+            uploaded_at_ms: 1_700_000_000_000 + n,
+        }
+    }
+}
+
+/// The directory for fuzz files: memory-backed where available, as every writer open syncs.
+fn fuzz_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
+#[test]
+fn random_damage_is_either_harmless_or_corruption_never_a_shorter_log() {
+    use rand::{Rng, SeedableRng};
+    const RECORDS: u64 = 120;
+    // THADAM_FUZZ_SECONDS lifts both bounds for a long local run.
+    let long_run = std::env::var("THADAM_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok());
+    let max_iterations = if long_run.is_some() { u64::MAX } else { 3000 };
+    let budget = Duration::from_secs(long_run.unwrap_or(4));
+    let seed = std::env::var("THADAM_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(rand::random);
+    println!("segment log fuzz: seed {seed} (replay with THADAM_FUZZ_SEED={seed})");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+
+    let dir = fuzz_dir();
+    let original_path = dir.path().join("original.log");
+    let mut writer = SegmentLogWriter::open(&original_path).expect("writer");
+    let mut originals = Vec::new();
+    let mut ends = Vec::new();
+    for n in 1..=RECORDS {
+        let entry = fuzz_entry(&mut rng, n);
+        writer.append(entry.clone()).expect("append");
+        originals.push(LogRecord { seq: n, entry });
+        ends.push(file_len(&original_path) as usize);
+    }
+    drop(writer);
+    let original = fs::read(&original_path).expect("read");
+    let path = dir.path().join("damaged.log");
+
+    let started = std::time::Instant::now();
+    let mut tally = FuzzTally::default();
+    while tally.iterations < max_iterations && started.elapsed() < budget {
+        let iteration = tally.iterations;
+        tally.iterations += 1;
+        let mut bytes = original.clone();
+        let damage = match rng.random_range(0..10) {
+            // A third of the flips aim at a length field, where damage is hardest to tell
+            // from a torn tail; the rest land anywhere, the file header included.
+            0..=1 => {
+                let start = if rng.random_bool(0.5) {
+                    HEADER_LEN as usize
+                } else {
+                    ends[rng.random_range(0..ends.len() - 1)]
+                };
+                Damage::Flip {
+                    offset: start + rng.random_range(0..3),
+                    bit: rng.random_range(0..8),
+                }
+            }
+            2..=5 => Damage::Flip {
+                offset: rng.random_range(0..bytes.len()),
+                bit: rng.random_range(0..8),
+            },
+            6..=8 => Damage::Cut {
+                len: rng.random_range(0..bytes.len()),
+            },
+            _ => {
+                let len = rng.random_range(2..=16);
+                Damage::Garble {
+                    offset: rng.random_range(0..bytes.len() - len),
+                    len,
+                }
+            }
+        };
+        match damage {
+            Damage::Flip { offset, bit } => bytes[offset] ^= 1 << bit,
+            Damage::Cut { len } => bytes.truncate(len),
+            Damage::Garble { offset, len } => {
+                for b in &mut bytes[offset..offset + len] {
+                    *b = rng.random_range(1..=255);
+                }
+            }
+        }
+        if bytes == original {
+            continue; // a garble that rewrote the same bytes
+        }
+        let context = format!("seed {seed}, iteration {iteration}, {damage:?}");
+        fs::write(&path, &bytes).expect("write damaged log");
+
+        // What a reader must see: everything, or for a cut every record wholly before it.
+        let expected: &[LogRecord] = match damage {
+            Damage::Cut { len } => &originals[..ends.iter().filter(|&&e| e <= len).count()],
+            _ => &originals,
+        };
+        let read = SegmentLogReader::open(&path).and_then(|mut r| r.read_to_end());
+        let complete = match (&read, damage) {
+            (Ok(records), _) => {
+                assert_eq!(
+                    records.as_slice(),
+                    expected,
+                    "{context}: read {} of {} records without an error",
+                    records.len(),
+                    expected.len()
+                );
+                match damage {
+                    Damage::Cut { .. } => tally.cuts_prefix_read += 1,
+                    Damage::Flip { .. } => tally.flips_all_read += 1,
+                    Damage::Garble { .. } => tally.garbles_all_read += 1,
+                }
+                true
+            }
+            (Err(e), Damage::Flip { .. } | Damage::Garble { .. })
+                if e.code() == ErrorCode::SegmentCatalogCorrupt =>
+            {
+                if let Damage::Flip { .. } = damage {
+                    tally.flips_corrupt += 1;
+                } else {
+                    tally.garbles_corrupt += 1;
+                }
+                false
+            }
+            (Err(e), _) => panic!("{context}: unexpected error {e}"),
+        };
+
+        // A writer on the damaged file either refuses it and changes nothing, or keeps every
+        // complete record and appends after them.
+        match SegmentLogWriter::open(&path) {
+            Ok(mut writer) => {
+                assert!(
+                    complete,
+                    "{context}: the reader refused but a writer opened"
+                );
+                let keep = expected.len();
+                let kept_bytes = if keep == 0 { 0 } else { ends[keep - 1] };
+                writer
+                    .append(uploaded(1))
+                    .unwrap_or_else(|e| panic!("{context}: append: {e}"));
+                drop(writer);
+                let after = fs::read(&path).expect("read");
+                assert_eq!(
+                    after[..kept_bytes],
+                    bytes[..kept_bytes],
+                    "{context}: the writer changed complete records"
+                );
+                let reread = read_all(&path);
+                assert_eq!(reread.len(), keep + 1, "{context}: after the append");
+                assert_eq!(&reread[..keep], expected, "{context}: after the append");
+                tally.writer_opened_and_appended += 1;
+            }
+            Err(e) => {
+                assert_eq!(e.code(), ErrorCode::SegmentCatalogCorrupt, "{context}: {e}");
+                assert!(
+                    !complete,
+                    "{context}: the reader read the log but the writer: {e}"
+                );
+                assert_eq!(
+                    fs::read(&path).expect("read"),
+                    bytes,
+                    "{context}: a refusing writer changed the file"
+                );
+                tally.writer_refused += 1;
+            }
+        }
+    }
+    println!(
+        "segment log fuzz: {RECORDS} records, {} bytes, {:?} elapsed: {tally:?}",
+        original.len(),
+        started.elapsed()
+    );
+    assert!(tally.iterations >= 200, "too few iterations: {tally:?}");
 }

@@ -352,15 +352,18 @@ fn check_segment_catalog(config: &RegistrarConfig) -> Result<String, Error> {
             path.display()
         ));
     }
-    let records = SegmentLogReader::open(path)?.read_to_end()?;
-    let uploaded = records
-        .iter()
-        .filter(|r| matches!(r.entry, LogEntry::Uploaded { .. }))
-        .count();
+    // Streamed: a long log is counted without holding its records.
+    let mut reader = SegmentLogReader::open(path)?;
+    let (mut records, mut uploaded) = (0u64, 0u64);
+    while let Some(record) = reader.next_record()? {
+        records += 1;
+        if matches!(record.entry, LogEntry::Uploaded { .. }) {
+            uploaded += 1;
+        }
+    }
     Ok(format!(
-        "{}: {} records, {uploaded} uploaded",
-        path.display(),
-        records.len()
+        "{}: {records} records, {uploaded} uploaded",
+        path.display()
     ))
 }
 

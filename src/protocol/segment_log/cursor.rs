@@ -6,6 +6,7 @@
 //! new records at that same offset, and reopening notices when the path now holds a different log
 //! (its log id changed).
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -54,7 +55,14 @@ pub(crate) struct Cursor {
     torn: Option<(u64, u32)>,
     /// After how many sightings of the same torn tail to warn (see [`Cursor::new`]).
     warn_torn_after: u32,
+    /// Unknown record kinds already warned about, so that a log full of one newer kind logs one
+    /// line, not one per record. Bounded by [`MAX_WARNED_KINDS`].
+    warned_kinds: BTreeSet<String>,
 }
+
+/// Distinct unknown kinds named in warnings per reader; beyond this, a log of garbage kinds
+/// could grow the set without bound, so further kinds are counted in one last warning.
+const MAX_WARNED_KINDS: usize = 32;
 
 impl Cursor {
     /// `warn_torn_after` is 1 for a one-shot reader. A tail passes 2: it often catches a record
@@ -67,6 +75,7 @@ impl Cursor {
             log_id: None,
             torn: None,
             warn_torn_after: warn_torn_after.max(1),
+            warned_kinds: BTreeSet::new(),
         }
     }
 
@@ -175,8 +184,15 @@ impl Cursor {
         let mut bytes = 0;
         while records.len() < limits.max_records && bytes < limits.max_bytes {
             match scanner.next_step() {
-                Ok(Step::Record { record, end }) => {
+                Ok(Step::Record {
+                    record,
+                    end,
+                    unknown_kind,
+                }) => {
                     let size = end - self.offset;
+                    if let Some(kind) = unknown_kind {
+                        self.note_unknown_kind(kind, record.seq);
+                    }
                     if self.advance(record, end, &mut records) {
                         bytes += size;
                     }
@@ -208,6 +224,33 @@ impl Cursor {
         }
         records.push(record);
         true
+    }
+
+    /// Warns once per kind: a record this build cannot interpret is skipped, and an operator
+    /// must be able to see that (a misspelled kind from a third-party writer would otherwise
+    /// hide uploads silently).
+    fn note_unknown_kind(&mut self, kind: String, seq: u64) {
+        if self.warned_kinds.contains(&kind) || self.warned_kinds.len() > MAX_WARNED_KINDS {
+            return;
+        }
+        if self.warned_kinds.len() == MAX_WARNED_KINDS {
+            tracing::warn!(
+                path = %self.path.display(),
+                seq,
+                "segment catalog holds more than {MAX_WARNED_KINDS} record kinds this build does \
+                 not know; skipping them without naming each"
+            );
+        } else {
+            tracing::warn!(
+                path = %self.path.display(),
+                seq,
+                kind = %format!("{kind:?}"),
+                "segment catalog record seq {seq} has kind {kind:?}, which this build does not \
+                 know; skipping it and further records of this kind (written by a newer \
+                 version? upgrade the registrar; a misspelled kind? fix the writer)"
+            );
+        }
+        self.warned_kinds.insert(kind);
     }
 
     /// Warns once per torn offset, after it was seen `warn_torn_after` times in a row.

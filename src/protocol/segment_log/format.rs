@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::validate::validate_record;
 use super::{LogEntry, LogRecord};
 
 /// Identifies the file as a segment catalog log, so a misconfigured path is refused rather than
@@ -116,8 +117,9 @@ impl FrameHeader {
     }
 }
 
-/// Appends the framed record to `out`. Fails for [`LogEntry::Unknown`] (nothing to record) and
-/// for payloads over the limit, which readers would reject.
+/// Appends the framed record to `out`. Fails for [`LogEntry::Unknown`] (nothing to record), for
+/// records with impossible fields and for payloads over the limit, all of which readers would
+/// reject.
 pub(crate) fn encode_record(record: &LogRecord, out: &mut Vec<u8>) -> Result<(), String> {
     if record.entry == LogEntry::Unknown {
         return Err(
@@ -126,6 +128,7 @@ pub(crate) fn encode_record(record: &LogRecord, out: &mut Vec<u8>) -> Result<(),
                 .to_owned(),
         );
     }
+    validate_record(record).map_err(|e| format!("record seq {}: {e}", record.seq))?;
     let payload = serde_json::to_vec(record)
         .map_err(|e| format!("cannot encode record seq {}: {e}", record.seq))?;
     let len = u32::try_from(payload.len())
@@ -144,15 +147,85 @@ pub(crate) fn encode_record(record: &LogRecord, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
-/// Checks the CRC and decodes the JSON; the error says which failed, for the corruption message.
-pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<LogRecord, String> {
+/// Why a complete frame's payload was not a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PayloadError {
+    /// The bytes are not the ones the CRC was computed over: damage, or a crash that did not
+    /// write all of them.
+    Crc(String),
+    /// The bytes are the ones written (the CRC matches) but are not a record. No crash explains
+    /// this: a writer wrote it.
+    NotARecord(String),
+}
+
+impl std::fmt::Display for PayloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PayloadError::Crc(what) | PayloadError::NotARecord(what) => f.write_str(what),
+        }
+    }
+}
+
+/// Checks the CRC and decodes the JSON.
+pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<LogRecord, PayloadError> {
     let actual = crc32c::crc32c(payload);
     if actual != crc {
-        return Err(format!(
+        return Err(PayloadError::Crc(format!(
             "CRC mismatch (stored {crc:#010x}, computed {actual:#010x})"
-        ));
+        )));
     }
-    serde_json::from_slice(payload).map_err(|e| format!("payload is not a valid record: {e}"))
+    serde_json::from_slice(payload)
+        .map_err(|e| PayloadError::NotARecord(format!("payload is not a valid record: {e}")))
+}
+
+/// The `kind` of a record this build does not know, for the warning that names it. Cut to 64
+/// characters: it comes from the file and may be anything.
+pub(crate) fn kind_name(payload: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: serde_json::Value,
+    }
+    let kind = match serde_json::from_slice::<Kind>(payload).map(|k| k.kind) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    };
+    kind.chars().take(64).collect()
+}
+
+/// Whether `bytes`, the part of a frame's payload that the file holds, can be what a crash
+/// leaves: the start of a JSON object as written, then nothing but zero bytes (blocks whose
+/// size reached the disk but whose data did not).
+///
+/// The argument is that valid UTF-8 JSON never contains a 0x00 byte (control characters in
+/// strings are escaped), so a zero byte followed by a non-zero one was not written by a crashing
+/// writer. Every frame header holds one (a length of at most 1 MiB has a zero high byte), so a
+/// span that swallowed a following frame is never taken for a remnant.
+pub(crate) fn is_crash_remnant(bytes: &[u8]) -> bool {
+    let written = written_part(bytes);
+    bytes[written.len()..].iter().all(|&b| b == 0) && written.first().is_none_or(|&b| b == b'{')
+}
+
+/// The bytes before the first zero byte.
+pub(crate) fn written_part(bytes: &[u8]) -> &[u8] {
+    let n = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    &bytes[..n]
+}
+
+/// Whether the written bytes of a frame that claims to run past the end of the file hold a
+/// whole record after all: a damaged length field in front of a complete payload. Either some
+/// prefix has the stored CRC (the length was all that changed), or the bytes are one complete
+/// JSON value (the CRC was damaged too). A crash leaves a proper prefix of a JSON object, which
+/// is never a complete value.
+pub(crate) fn holds_complete_payload(written: &[u8], crc: u32) -> bool {
+    let mut running = 0u32;
+    for &b in written {
+        running = crc32c::crc32c_append(running, &[b]);
+        if running == crc {
+            return true;
+        }
+    }
+    !written.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(written).is_ok()
 }
 
 #[cfg(test)]
@@ -232,14 +305,16 @@ mod tests {
         let header = FrameHeader::parse(out[..8].try_into().expect("8 bytes"));
         out[12] ^= 0x01;
         let err = decode_payload(&out[8..], header.crc).expect_err("damaged");
-        assert!(err.contains("CRC mismatch"), "{err}");
+        assert!(matches!(err, PayloadError::Crc(_)), "{err}");
+        assert!(err.to_string().contains("CRC mismatch"), "{err}");
     }
 
     #[test]
     fn valid_crc_over_non_record_json_fails_decode() {
         let payload = br#"{"hello":1}"#;
         let err = decode_payload(payload, crc32c::crc32c(payload)).expect_err("not a record");
-        assert!(err.contains("not a valid record"), "{err}");
+        assert!(matches!(err, PayloadError::NotARecord(_)), "{err}");
+        assert!(err.to_string().contains("not a valid record"), "{err}");
     }
 
     #[test]
@@ -271,5 +346,70 @@ mod tests {
         };
         assert!(encode_record(&huge, &mut out).is_err());
         assert!(out.is_empty(), "nothing is appended on failure");
+    }
+
+    #[test]
+    fn crash_remnants_are_a_json_prefix_then_zeros() {
+        assert!(is_crash_remnant(b""));
+        assert!(is_crash_remnant(b"\0\0\0"));
+        assert!(is_crash_remnant(b"{\"seq\":1,\"ki"));
+        assert!(is_crash_remnant(b"{\"seq\":1\0\0\0"));
+        // A zero byte followed by data: not what a crash leaves (a swallowed frame header).
+        assert!(!is_crash_remnant(
+            b"{\"seq\":1}\x90\0\0\0\x12\x34\x56\x78{\"seq\""
+        ));
+        assert!(!is_crash_remnant(b"{\"a\0b"));
+        // Not the start of a JSON object.
+        assert!(!is_crash_remnant(b"xyz"));
+        assert_eq!(written_part(b"ab\0c"), b"ab");
+    }
+
+    #[test]
+    fn a_complete_payload_behind_a_damaged_length_is_recognised() {
+        let payload = br#"{"seq":1,"kind":"x"}"#;
+        let crc = crc32c::crc32c(payload);
+        assert!(
+            holds_complete_payload(payload, crc),
+            "CRC matches the whole"
+        );
+        assert!(
+            holds_complete_payload(payload, crc ^ 1),
+            "complete JSON value"
+        );
+        for cut in 0..payload.len() {
+            assert!(
+                !holds_complete_payload(&payload[..cut], crc),
+                "a proper prefix is a torn write (cut {cut})"
+            );
+        }
+    }
+
+    #[test]
+    fn kind_names_are_read_and_cut() {
+        assert_eq!(kind_name(br#"{"seq":1,"kind":"compacted"}"#), "compacted");
+        assert_eq!(kind_name(br#"{"seq":1,"kind":7}"#), "7");
+        assert_eq!(
+            kind_name(format!(r#"{{"kind":"{}"}}"#, "k".repeat(500)).as_bytes()).len(),
+            64
+        );
+    }
+
+    #[test]
+    fn records_with_impossible_fields_are_not_encoded() {
+        let mut out = Vec::new();
+        let bad = LogRecord {
+            seq: 1,
+            entry: LogEntry::Uploaded {
+                dataset: "d".into(),
+                segment_id: "s".into(),
+                object_key: "/abs".into(),
+                file_size: 1,
+                row_count: 1,
+                uploaded_at_ms: 0,
+            },
+        };
+        let err = encode_record(&bad, &mut out).expect_err("leading slash");
+        assert!(err.contains("object_key"), "{err}");
+        assert!(out.is_empty());
     }
 }

@@ -7,8 +7,9 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::format::{self, FRAME_HEADER_LEN, FrameHeader, HEADER_LEN, Header};
-use super::{LogRecord, corrupt, io_error};
+use super::format::{self, FRAME_HEADER_LEN, FrameHeader, HEADER_LEN, Header, PayloadError};
+use super::validate::validate_record;
+use super::{LogEntry, LogRecord, corrupt, io_error};
 use crate::error::Result;
 
 /// Reads and validates the header of a file that is `len` bytes long.
@@ -24,18 +25,28 @@ pub(crate) fn read_header(mut file: &File, len: u64, path: &Path) -> Result<Head
 /// One step of a scan.
 #[derive(Debug)]
 pub(crate) enum Step {
-    /// A complete, valid record ending at byte `end`.
-    Record { record: LogRecord, end: u64 },
+    /// A complete, valid record ending at byte `end`. For a kind this build does not know
+    /// (`LogEntry::Unknown`), `unknown_kind` names it.
+    Record {
+        record: LogRecord,
+        end: u64,
+        unknown_kind: Option<String>,
+    },
     /// The file ends exactly after the last record.
     End,
-    /// The record at `offset` is incomplete or damaged in a way only a crash during the last
-    /// append explains; the log ends before it.
+    /// The record at `offset` is incomplete in a way only a crash during the last append
+    /// explains; the log ends before it. It never holds a complete record.
     Torn { offset: u64, what: String },
 }
 
 /// Walks records from a given offset up to a fixed length. The length is taken once, before the
 /// scan, so a record the writer is appending meanwhile is either seen whole on a later scan or
 /// seen here as a torn tail, never read half-old, half-new.
+///
+/// What counts as torn (see the module documentation of `segment_log` for the argument): the
+/// bytes from the bad spot to the end of the file must be what an append cut short by a crash
+/// leaves, a prefix of what was being written followed only by zero bytes. Everything else is
+/// corruption.
 pub(crate) struct Scanner<'a> {
     input: BufReader<io::Take<&'a File>>,
     path: &'a Path,
@@ -88,6 +99,8 @@ impl<'a> Scanner<'a> {
             return Ok(Step::End);
         }
         if remaining < FRAME_HEADER_LEN {
+            // The record before ended here by its own length, which its CRC confirmed; only a
+            // cut leaves fewer bytes than a frame header.
             return Ok(self.torn(format!(
                 "the record header is cut short ({remaining} of {FRAME_HEADER_LEN} bytes)"
             )));
@@ -100,17 +113,23 @@ impl<'a> Scanner<'a> {
         }
         let end = offset + FRAME_HEADER_LEN + u64::from(header.len);
         if end > self.len {
-            return Ok(self.torn(format!(
-                "the payload is cut short ({} of {} bytes)",
-                self.len - offset - FRAME_HEADER_LEN,
-                header.len
-            )));
+            let present = self.len - offset - FRAME_HEADER_LEN;
+            // At most MAX_PAYLOAD_LEN bytes: `present` is below the valid length.
+            let mut bytes = vec![0u8; present as usize];
+            self.input.read_exact(&mut bytes)?;
+            return self.past_end(header, &bytes);
         }
         let mut payload = vec![0u8; header.len as usize];
         self.input.read_exact(&mut payload)?;
         let record = match format::decode_payload(&payload, header.crc) {
             Ok(record) => record,
-            Err(what) => return self.bad_payload(what),
+            Err(PayloadError::Crc(what)) => return self.bad_crc(what, &payload),
+            Err(PayloadError::NotARecord(what)) => {
+                return Err(ScanError::Corrupt(format!(
+                    "{what} (its CRC matches, so these are the bytes a writer wrote: no crash \
+                     explains them)"
+                )));
+            }
         };
         if record.seq <= self.last_seq {
             return Err(ScanError::Corrupt(format!(
@@ -118,9 +137,21 @@ impl<'a> Scanner<'a> {
                 record.seq, self.last_seq
             )));
         }
+        if let Err(invalid) = validate_record(&record) {
+            return Err(ScanError::Corrupt(format!(
+                "record seq {} is invalid: {invalid}; fix the writer that recorded it (the \
+                 parquet sink or its shipper)",
+                record.seq
+            )));
+        }
+        let unknown_kind = (record.entry == LogEntry::Unknown).then(|| format::kind_name(&payload));
         self.last_seq = record.seq;
         self.pos = end;
-        Ok(Step::Record { record, end })
+        Ok(Step::Record {
+            record,
+            end,
+            unknown_kind,
+        })
     }
 
     /// A length no writer produces. Zeros to the end of the file are a torn tail (a crash after
@@ -137,12 +168,47 @@ impl<'a> Scanner<'a> {
         )))
     }
 
-    /// A complete frame whose payload fails its CRC or JSON. At the very end of the file (or
-    /// followed only by zeros) this is the last write of a crashed writer; with records after it,
-    /// it is damage.
-    fn bad_payload(&mut self, what: String) -> Result<Step, ScanError> {
-        if self.rest_is_zero()? {
-            return Ok(self.torn(what));
+    /// A frame that claims more bytes than the file holds. That is a torn append only if what
+    /// follows its header is the start of a payload and then zeros. A damaged length shows
+    /// instead: it swallows the next frames (whose headers hold zero bytes followed by data),
+    /// or, on the last record, a payload that is complete after all.
+    fn past_end(&mut self, header: FrameHeader, bytes: &[u8]) -> Result<Step, ScanError> {
+        let cut_short = format!(
+            "the record claims a {}-byte payload but the file holds {} bytes of it",
+            header.len,
+            bytes.len()
+        );
+        if !format::is_crash_remnant(bytes) {
+            return Err(ScanError::Corrupt(format!(
+                "{cut_short}, and they are not an incomplete write (data follows a zero byte, \
+                 as in a following record): the length field is damaged"
+            )));
+        }
+        if format::holds_complete_payload(format::written_part(bytes), header.crc) {
+            return Err(ScanError::Corrupt(format!(
+                "{cut_short}, and they hold a complete record: the length field is damaged"
+            )));
+        }
+        Ok(self.torn(format!("the payload is cut short: {cut_short}")))
+    }
+
+    /// A complete frame whose payload fails its CRC. A crash can leave one (the file's size
+    /// reached the disk, some of its data did not) only as a payload that ends in zero bytes
+    /// with nothing but zeros after it. A payload without a zero byte was written in full and
+    /// damaged since; data after it means the log went on.
+    fn bad_crc(&mut self, what: String, payload: &[u8]) -> Result<Step, ScanError> {
+        let unwritten = format::written_part(payload).len() < payload.len();
+        if !unwritten {
+            return Err(ScanError::Corrupt(format!(
+                "{what}; the payload holds no unwritten (zero) bytes, so it was damaged after it \
+                 was written"
+            )));
+        }
+        if format::is_crash_remnant(payload) && self.rest_is_zero()? {
+            return Ok(self.torn(format!(
+                "{what}; the payload ends in zero bytes, as an append that did not reach the \
+                 disk leaves"
+            )));
         }
         Err(ScanError::Corrupt(format!(
             "{what}, and more data follows it"
@@ -272,23 +338,86 @@ mod tests {
     }
 
     #[test]
-    fn bad_crc_on_last_record_is_torn() {
+    fn bad_crc_on_a_complete_last_record_is_corrupt() {
         let mut body = frames(&[1, 2]);
         let last = body.len() - 1;
         body[last] ^= 0xff;
         let (seqs, step) = scan(&body);
         assert_eq!(seqs, [1]);
-        assert!(torn_offset(step) > HEADER_LEN);
+        let message = corrupt_message(step);
+        assert!(
+            message.contains("damaged after it was written"),
+            "{message}"
+        );
     }
 
     #[test]
-    fn bad_crc_followed_only_by_zeros_is_torn() {
+    fn payload_ending_in_zeros_with_only_zeros_after_is_torn() {
         let mut body = frames(&[1]);
-        body[10] ^= 0xff;
+        let half = body.len() / 2;
+        body[half..].fill(0);
         body.extend_from_slice(&[0u8; 30]);
         let (seqs, step) = scan(&body);
         assert!(seqs.is_empty());
         assert_eq!(torn_offset(step), HEADER_LEN);
+    }
+
+    #[test]
+    fn zeros_inside_a_payload_with_data_after_are_corrupt() {
+        let mut body = frames(&[1, 2]);
+        body[12..16].fill(0);
+        let message = corrupt_message(scan(&body).1);
+        assert!(message.contains("more data follows"), "{message}");
+    }
+
+    #[test]
+    fn a_length_that_swallows_the_following_records_is_corrupt() {
+        let mut body = frames(&[1, 2, 3]);
+        body[1] ^= 0x10; // +4 KiB: past the end of the file
+        let message = corrupt_message(scan(&body).1);
+        assert!(message.contains("the length field is damaged"), "{message}");
+    }
+
+    #[test]
+    fn a_last_record_whose_length_grew_is_corrupt() {
+        let mut body = frames(&[1, 2]);
+        let second = frames(&[1]).len();
+        body[second + 1] ^= 0x01; // +256: past the end, the whole payload is there
+        let (seqs, step) = scan(&body);
+        assert_eq!(seqs, [1]);
+        let message = corrupt_message(step);
+        assert!(message.contains("hold a complete record"), "{message}");
+        // The CRC damaged as well: the payload is still one complete JSON value.
+        body[second + 4] ^= 0x01;
+        let message = corrupt_message(scan(&body).1);
+        assert!(message.contains("hold a complete record"), "{message}");
+    }
+
+    #[test]
+    fn complete_frame_that_is_not_a_record_is_corrupt_even_at_the_end() {
+        let mut body = frames(&[1]);
+        let payload = br#"{"seq":2,"kind":"#;
+        body.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        body.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        body.extend_from_slice(payload);
+        let (seqs, step) = scan(&body);
+        assert_eq!(seqs, [1]);
+        let message = corrupt_message(step);
+        assert!(message.contains("no crash"), "{message}");
+    }
+
+    #[test]
+    fn invalid_record_is_corrupt_and_names_seq_and_field() {
+        let mut body = frames(&[1]);
+        let payload = br#"{"seq":2,"kind":"uploaded","dataset":"d","segment_id":"s","object_key":"","file_size":1,"row_count":1,"uploaded_at_ms":0}"#;
+        body.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        body.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        body.extend_from_slice(payload);
+        let message = corrupt_message(scan(&body).1);
+        assert!(
+            message.contains("record seq 2 is invalid: field object_key"),
+            "{message}"
+        );
     }
 
     #[test]

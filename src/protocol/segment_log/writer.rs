@@ -250,7 +250,7 @@ fn recover(file: &File, path: &Path, len: u64) -> Result<(u64, u64)> {
     let (mut end, mut last_seq) = (HEADER_LEN, 0);
     loop {
         match scanner.next_step()? {
-            Step::Record { record, end: e } => (end, last_seq) = (e, record.seq),
+            Step::Record { record, end: e, .. } => (end, last_seq) = (e, record.seq),
             Step::End => return Ok((end, last_seq)),
             Step::Torn { offset, what } => {
                 truncate_torn(file, path, offset, len, &what)?;
