@@ -136,16 +136,9 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
 /// ("invalid peer certificate: UnknownIssuer"). Used to turn handshake failures into fatal,
 /// explained errors instead of endless retries.
 pub fn tls_cause(err: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
-    if let Some(tls) = find_rustls_error(err) {
-        return Some(TlsFailure::from_rustls(tls));
-    }
-    // Some arrive only as text (wrapped by a layer that keeps no source). Not "handshake": a
-    // connection dropped mid-handshake (a restarting server) must stay transient.
-    let text = error_chain_text(err);
-    if text.contains("certificate") || text.contains("alert") {
-        return Some(TlsFailure::Other(text));
-    }
-    None
+    // By type only: a connection dropped mid-handshake (a restarting server) carries no rustls
+    // error and must stay transient.
+    find_rustls_error(err).map(TlsFailure::from_rustls)
 }
 
 /// The rustls error somewhere in `err`'s chain. tokio-rustls and hyper hand rustls errors on
