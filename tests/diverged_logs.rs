@@ -8,8 +8,6 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Harness, assert_exactly_once};
-use iceberg::TableRequirement;
-use iceberg::TableUpdate;
 use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::table::committed::WATERMARK_PREFIX;
@@ -31,32 +29,6 @@ fn restore(h: &mut Harness, bytes: &[u8]) {
     h.log = SegmentLogWriter::open(h.dir.path().join("scratch.log")).expect("scratch");
     std::fs::write(&path, bytes).expect("restore the backup");
     h.log = SegmentLogWriter::open(&path).expect("writer on the restored log");
-}
-
-/// Table maintenance: expires every snapshot but the current one.
-async fn expire_all_but_current(h: &Harness) {
-    let table = h.table("telemetry").await.expect("table");
-    let current = table.metadata().current_snapshot_id().expect("current");
-    let expired: Vec<i64> = table
-        .metadata()
-        .snapshots()
-        .map(|s| s.snapshot_id())
-        .filter(|id| *id != current)
-        .collect();
-    h.client()
-        .await
-        .commit(
-            &h.table_name("telemetry"),
-            vec![TableRequirement::UuidMatch {
-                uuid: table.metadata().uuid(),
-            }],
-            vec![TableUpdate::RemoveSnapshots {
-                snapshot_ids: expired,
-            }],
-            None,
-        )
-        .await
-        .expect("expire snapshots");
 }
 
 fn watermarks(props: &std::collections::HashMap<String, String>) -> Vec<(String, String)> {
@@ -106,7 +78,7 @@ async fn a_log_restored_from_backup_loses_no_new_upload() {
     );
 
     // Restore, then expiry: a restart recognises everything from the fork's watermark.
-    expire_all_but_current(&h).await;
+    h.expire_all_but_current("telemetry").await;
     let status = h.run_until_handled(15).await;
     let t = status.tables.values().next().expect("status");
     assert_eq!((t.registered, t.skipped), (0, 15));
@@ -127,7 +99,7 @@ async fn a_log_restored_after_its_snapshots_expired_registers_nothing_twice() {
     let handle = h.start_with(h.config.clone(), tuning.clone()).await;
     Harness::finish(handle, 12).await;
     // Expiry first: the summaries of the first snapshots (segments 1-9) are gone.
-    expire_all_but_current(&h).await;
+    h.expire_all_but_current("telemetry").await;
     restore(&mut h, &backup);
     for i in 100..104 {
         keys.push(h.ship_telemetry(i, 10).await);
@@ -208,7 +180,7 @@ async fn two_nodes_cloned_from_one_image_each_register_their_own_segments() {
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
 
     // Both restart after expiry: nothing again.
-    expire_all_but_current(&h).await;
+    h.expire_all_but_current("telemetry").await;
     assert_eq!(h.run_until_handled(10).await.registered(), 0);
     let handle = thadam_iceberg::Registrar::start(b.config.clone())
         .await

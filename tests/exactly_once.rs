@@ -10,7 +10,6 @@ use async_trait::async_trait;
 use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, assert_exactly_once, data_file_list};
 use iceberg::table::Table;
-use iceberg::{TableRequirement, TableUpdate};
 use thadam_iceberg::actors::context::{BeforeAppend, Tuning};
 use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::catalog::adapter::CommitAdapter;
@@ -170,27 +169,7 @@ async fn snapshot_expiry_does_not_make_the_registrar_register_again() {
     assert_eq!(table.metadata().snapshots().count(), 3);
 
     // Table maintenance expires every snapshot but the current one.
-    let current = table.metadata().current_snapshot_id().expect("current");
-    let expired: Vec<i64> = table
-        .metadata()
-        .snapshots()
-        .map(|s| s.snapshot_id())
-        .filter(|id| *id != current)
-        .collect();
-    let client = h.client().await;
-    client
-        .commit(
-            &h.table_name("telemetry"),
-            vec![TableRequirement::UuidMatch {
-                uuid: table.metadata().uuid(),
-            }],
-            vec![TableUpdate::RemoveSnapshots {
-                snapshot_ids: expired,
-            }],
-            None,
-        )
-        .await
-        .expect("expire snapshots");
+    h.expire_all_but_current("telemetry").await;
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(table.metadata().snapshots().count(), 1);
     // The surviving summary no longer lists the first two segments: keys alone would forget them.

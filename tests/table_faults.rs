@@ -167,37 +167,13 @@ async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>)
                             *r.status_mut() = hyper::StatusCode::FORBIDDEN;
                             return Ok::<_, std::io::Error>(r);
                         }
-                        let url = format!(
-                            "{upstream}{}",
-                            parts
-                                .uri
-                                .path_and_query()
-                                .map(|p| p.as_str())
-                                .unwrap_or("/")
-                        );
-                        let mut forward = client.request(parts.method.clone(), url);
-                        for (name, value) in parts.headers.iter() {
-                            if name != hyper::header::CONTENT_LENGTH {
-                                forward = forward.header(name, value);
-                            }
-                        }
-                        let answer = match forward.body(body).send().await {
-                            Ok(a) => a,
-                            Err(e) => return Err(std::io::Error::other(e)),
-                        };
-                        let mut response =
-                            hyper::Response::builder().status(answer.status().as_u16());
-                        for (name, value) in answer.headers() {
-                            if name != hyper::header::CONTENT_LENGTH
-                                && name != hyper::header::TRANSFER_ENCODING
-                            {
-                                response = response.header(name, value);
-                            }
-                        }
+                        let forward =
+                            common::relay::request(&client, &upstream, &parts, body, true);
+                        let answer = forward.send().await.map_err(std::io::Error::other)?;
+                        let (status, headers) =
+                            (answer.status().as_u16(), answer.headers().clone());
                         let bytes = answer.bytes().await.unwrap_or_default();
-                        response
-                            .body(Full::new(bytes))
-                            .map_err(std::io::Error::other)
+                        Ok(common::relay::response(status, &headers, bytes))
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()

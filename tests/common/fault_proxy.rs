@@ -252,21 +252,10 @@ async fn handle(
         }
         _ => {}
     }
-    let url = format!(
-        "{upstream}{}",
-        parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
-    let mut forward = client.request(parts.method.clone(), url);
-    for (name, value) in parts.headers.iter() {
-        if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH {
-            forward = forward.header(name, value);
-        }
-    }
-    let answer = match forward.body(body).send().await {
+    let answer = match super::relay::request(client, upstream, &parts, body, false)
+        .send()
+        .await
+    {
         Ok(a) => a,
         Err(_) => return Ok(status_only(502)),
     };
@@ -291,22 +280,14 @@ async fn handle(
         _ => {
             let advertise = parts.uri.path().ends_with("/v1/config")
                 && plan.lock().expect("plan").advertise_idempotency;
-            let mut response = Response::builder().status(answer.status().as_u16());
-            for (name, value) in answer.headers() {
-                if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING
-                {
-                    response = response.header(name, value);
-                }
-            }
+            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
             let mut bytes = answer.bytes().await.unwrap_or_default();
             if advertise && let Ok(mut config) = serde_json::from_slice::<serde_json::Value>(&bytes)
             {
                 config["idempotency-key-lifetime"] = serde_json::json!("PT30M");
                 bytes = Bytes::from(serde_json::to_vec(&config).unwrap_or_default());
             }
-            Ok(response
-                .body(Full::new(bytes))
-                .unwrap_or_else(|_| status_only(502)))
+            Ok(super::relay::response(status, &headers, bytes))
         }
     }
 }

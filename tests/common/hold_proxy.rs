@@ -154,39 +154,20 @@ async fn handle(
             notified.await;
         }
     }
-    let url = format!(
-        "{upstream}{}",
-        parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
-    let mut forward = client.request(parts.method.clone(), url);
-    for (name, value) in parts.headers.iter() {
-        if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH {
-            forward = forward.header(name, value);
-        }
-    }
-    let answer = match forward.body(body).send().await {
+    let answer = match super::relay::request(client, upstream, &parts, body, false)
+        .send()
+        .await
+    {
         Ok(a) => a,
         Err(_) => return Ok(status_only(502)),
     };
-    let status = answer.status().as_u16();
-    let mut response = Response::builder().status(status);
-    for (name, value) in answer.headers() {
-        if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
-            response = response.header(name, value);
-        }
-    }
+    let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
     let bytes = answer.bytes().await.unwrap_or_default();
     if hold {
         state.lock().expect("state").answer = Some(status);
         changed.notify_waiters();
     }
-    Ok(response
-        .body(Full::new(bytes))
-        .unwrap_or_else(|_| status_only(502)))
+    Ok(super::relay::response(status, &headers, bytes))
 }
 
 fn status_only(status: u16) -> Response<Full<Bytes>> {

@@ -7,6 +7,7 @@ pub mod fault_proxy;
 pub mod forward;
 pub mod hold_proxy;
 pub mod py;
+pub mod relay;
 pub mod tls;
 
 use std::collections::BTreeSet;
@@ -326,6 +327,33 @@ impl Harness {
         thadam_iceberg::registrar::connect(&self.config)
             .await
             .expect("catalog connection")
+    }
+
+    /// Table maintenance: expires every snapshot of `dataset`'s table but the current one
+    /// (`remove-snapshots`, metadata only), as an expiry job would.
+    pub async fn expire_all_but_current(&self, dataset: &str) {
+        let table = self.table(dataset).await.expect("table");
+        let current = table.metadata().current_snapshot_id().expect("current");
+        let expired: Vec<i64> = table
+            .metadata()
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .filter(|id| *id != current)
+            .collect();
+        self.client()
+            .await
+            .commit(
+                &self.table_name(dataset),
+                vec![iceberg::TableRequirement::UuidMatch {
+                    uuid: table.metadata().uuid(),
+                }],
+                vec![iceberg::TableUpdate::RemoveSnapshots {
+                    snapshot_ids: expired,
+                }],
+                None,
+            )
+            .await
+            .expect("expire snapshots");
     }
 
     pub async fn table(&self, dataset: &str) -> Option<Table> {

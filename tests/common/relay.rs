@@ -1,0 +1,56 @@
+//! Forwarding one HTTP request to the real server and its answer back, for the test proxies
+//! (fault proxy, hold proxy, S3 fronts): the one place that decides which headers travel.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
+use hyper::http::request::Parts;
+
+/// The request `parts` + `body` as sent to `upstream` (same method, path and query; headers
+/// copied). `keep_host` keeps the client's `Host` header: a SigV4-signed request (to S3) signed
+/// it, so it must arrive unchanged; a catalog request gets the upstream's own.
+pub fn request(
+    client: &reqwest::Client,
+    upstream: &str,
+    parts: &Parts,
+    body: Bytes,
+    keep_host: bool,
+) -> reqwest::RequestBuilder {
+    let url = format!(
+        "{upstream}{}",
+        parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+    );
+    let mut forward = client.request(parts.method.clone(), url);
+    for (name, value) in parts.headers.iter() {
+        let skip =
+            name == hyper::header::CONTENT_LENGTH || (!keep_host && name == hyper::header::HOST);
+        if !skip {
+            forward = forward.header(name, value);
+        }
+    }
+    forward.body(body)
+}
+
+/// An answer to hand back: `status`, the upstream's headers but the framing ones (the body is
+/// re-framed), and `bytes`.
+pub fn response(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    bytes: Bytes,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::builder().status(status);
+    for (name, value) in headers {
+        if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
+            response = response.header(name, value);
+        }
+    }
+    response.body(Full::new(bytes)).unwrap_or_else(|_| {
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+        r
+    })
+}
