@@ -6,35 +6,22 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arrow_array::{Float64Array, RecordBatch};
-use arrow_schema::{DataType, Schema};
 use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, assert_exactly_once};
-use metrics_exporter_prometheus::PrometheusHandle;
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::RetryPolicy;
-use thadam_iceberg::demo::field;
 
-/// One recorder for the whole test binary (the `metrics` recorder is process-global). Each test
-/// below looks at its own (op, cause) pair, so parallel tests do not disturb each other.
-fn recorder() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| thadam_iceberg::ops::http::install_prometheus().expect("recorder"))
-}
+use common::metrics::recorder;
 
 /// The value of `thadam_iceberg_retries_total{op,cause}` (0 when absent).
 fn retries(op: &str, cause: &str) -> f64 {
-    let text = recorder().render();
-    text.lines()
-        .filter(|l| l.starts_with("thadam_iceberg_retries_total{"))
-        .filter(|l| {
-            l.contains(&format!("op=\"{op}\"")) && l.contains(&format!("cause=\"{cause}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    common::metrics::counter(
+        "thadam_iceberg_retries_total",
+        &[("op", op), ("cause", cause)],
+    )
 }
 
 fn one_per_commit() -> Tuning {
@@ -59,12 +46,6 @@ async fn create_table(h: &mut Harness) -> String {
     key
 }
 
-fn through(h: &Harness, proxy: &FaultProxy) -> thadam_iceberg::config::RegistrarConfig {
-    let mut config = h.config.clone();
-    config.catalog_uri = proxy.uri.parse().expect("url");
-    config
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
     recorder();
@@ -74,7 +55,7 @@ async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
     keys.extend(ship(&mut h, 0, 3).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Append, [Fault::RefuseRetryAfter(429, 2)]);
-    let mut config = through(&h, &proxy);
+    let mut config = h.config_via(&proxy.uri);
     // A fast backoff, so only Retry-After can explain a 2 s pause.
     config.retry = RetryPolicy {
         initial: Duration::from_millis(20),
@@ -114,7 +95,8 @@ async fn a_408_on_a_load_is_retried() {
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Load, [Fault::Refuse(408)]);
     Harness::finish(
-        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        h.start_with(h.config_via(&proxy.uri), Tuning::default())
+            .await,
         3,
     )
     .await;
@@ -127,20 +109,6 @@ async fn a_408_on_a_load_is_retried() {
 
 /// v2 of the telemetry schema: one more column (`temp_c`), so its first segment needs a
 /// schema commit.
-fn telemetry_with_extra_column(segment: u64, rows: usize) -> RecordBatch {
-    let base = thadam_iceberg::demo::telemetry_batch(segment, rows).expect("batch");
-    let mut fields: Vec<arrow_schema::Field> = base
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let next_id = fields.len() as i32 + 1; // IDs 1..=7 are taken
-    fields.push(field("temp_c", DataType::Float64, true, next_id));
-    let mut columns = base.columns().to_vec();
-    columns.push(Arc::new(Float64Array::from(vec![21.5; rows])));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("v2 batch")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_on_a_schema_commit_is_retried() {
@@ -148,12 +116,13 @@ async fn a_503_on_a_schema_commit_is_retried() {
     let before = retries("schema_commit", "status_503");
     let mut h = Harness::new("f503");
     let mut keys = vec![create_table(&mut h).await];
-    let batch = telemetry_with_extra_column(1, 10);
+    let batch = common::extended_batch(1, 10);
     keys.push(h.ship("telemetry", &batch).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Schema, [Fault::Refuse(503)]);
     Harness::finish(
-        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        h.start_with(h.config_via(&proxy.uri), Tuning::default())
+            .await,
         2,
     )
     .await;
@@ -164,7 +133,7 @@ async fn a_503_on_a_schema_commit_is_retried() {
         table
             .metadata()
             .current_schema()
-            .field_by_name("temp_c")
+            .field_by_name("extra")
             .is_some(),
         "the schema change landed"
     );
@@ -188,7 +157,8 @@ async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
     // The catalog registers the table, but the registrar hears 502.
     proxy.plan(Kind::Create, [Fault::ApplyThenFail(502)]);
     Harness::finish(
-        h.start_with(through(&h, &proxy), Tuning::default()).await,
+        h.start_with(h.config_via(&proxy.uri), Tuning::default())
+            .await,
         2,
     )
     .await;
@@ -212,8 +182,12 @@ async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
         Kind::Append,
         [Fault::ApplyThenDrop, Fault::ApplyThenFail(503)],
     );
-    let status =
-        Harness::finish(h.start_with(through(&h, &proxy), one_per_commit()).await, 4).await;
+    let status = Harness::finish(
+        h.start_with(h.config_via(&proxy.uri), one_per_commit())
+            .await,
+        4,
+    )
+    .await;
 
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &keys).await;
@@ -317,7 +291,9 @@ async fn a_catalog_that_stops_answering_is_reported_while_the_request_waits() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let handle = h.start_with(through(&h, &proxy), Tuning::default()).await;
+    let handle = h
+        .start_with(h.config_via(&proxy.uri), Tuning::default())
+        .await;
     let warned = tokio::time::timeout(Duration::from_secs(45), async {
         loop {
             let text = String::from_utf8_lossy(&logs.0.lock().expect("logs")).into_owned();

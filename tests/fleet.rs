@@ -6,49 +6,21 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use arrow_array::{Int64Array, RecordBatch};
-use arrow_schema::{DataType, Schema};
-use common::{Harness, assert_exactly_once};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use common::{Harness, assert_exactly_once, extended_batch};
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::RegistrarConfig;
 use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::{Registrar, RegistrarHandle};
 
-/// One recorder for the test binary, to read the commit outcomes back.
-fn recorder() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        PrometheusBuilder::new()
-            .install_recorder()
-            .expect("install the recorder")
-    })
-}
-
 /// The sum of `thadam_iceberg_commits_total{outcome=..}` for `table`.
 fn commits(table: &str, outcome: &str) -> u64 {
-    recorder()
-        .render()
-        .lines()
-        .filter(|l| l.starts_with("thadam_iceberg_commits_total{"))
-        .filter(|l| l.contains(&format!("table=\"{table}\"")))
-        .filter(|l| l.contains(&format!("outcome=\"{outcome}\"")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
-/// Telemetry segment `n` with one more column, `extra` (field ID 8).
-fn extended_batch(n: u64, rows: usize) -> RecordBatch {
-    let base = demo::telemetry_batch(n, rows).expect("batch");
-    let mut fields: Vec<arrow_schema::FieldRef> = base.schema().fields().iter().cloned().collect();
-    fields.push(Arc::new(demo::field("extra", DataType::Int64, true, 8)));
-    let mut columns = base.columns().to_vec();
-    columns.push(Arc::new(Int64Array::from_iter_values(0..rows as i64)));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("extended batch")
+    common::metrics::counter(
+        "thadam_iceberg_commits_total",
+        &[("table", table), ("outcome", outcome)],
+    ) as u64
 }
 
 fn small_batches() -> Tuning {
@@ -77,7 +49,7 @@ async fn finish_all(handles: Vec<RegistrarHandle>, each: u64) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_edge_nodes_with_four_logs_register_into_one_table() {
-    recorder();
+    common::metrics::recorder();
     const NODES: usize = 4;
     const PER_NODE: u64 = 200;
     let h = Harness::new("fleet");
@@ -155,7 +127,7 @@ async fn four_edge_nodes_with_four_logs_register_into_one_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_active_active_pair_on_one_log_registers_every_segment_once() {
-    recorder();
+    common::metrics::recorder();
     let mut h = Harness::new("pair");
     let mut keys = Vec::new();
     for n in 0..100 {

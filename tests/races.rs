@@ -4,35 +4,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{Int64Array, RecordBatch};
-use arrow_schema::{DataType, Schema};
 use common::hold_proxy::{Hold, HoldProxy};
-use common::{Harness, assert_exactly_once};
+use common::{Harness, assert_exactly_once, extended_batch};
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::actors::context::Tuning;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogWriter};
-
-/// Telemetry segment `n` with one more column, `extra` (field ID 8): a schema change.
-fn extended_batch(n: u64, rows: usize) -> RecordBatch {
-    let base = demo::telemetry_batch(n, rows).expect("batch");
-    let mut fields: Vec<arrow_schema::FieldRef> = base.schema().fields().iter().cloned().collect();
-    fields.push(Arc::new(demo::field("extra", DataType::Int64, true, 8)));
-    let mut columns = base.columns().to_vec();
-    columns.push(Arc::new(Int64Array::from_iter_values(
-        (0..rows as i64).map(|i| i * 3),
-    )));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("extended batch")
-}
-
-fn through(h: &Harness, proxy: &HoldProxy) -> thadam_iceberg::config::RegistrarConfig {
-    let mut config = h.config.clone();
-    config.catalog_uri = proxy.uri.parse().expect("proxy uri");
-    config
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_registrars_racing_to_create_a_table_register_every_segment_once() {
@@ -50,7 +28,9 @@ async fn two_registrars_racing_to_create_a_table_register_every_segment_once() {
         },
     )
     .await;
-    let b = h.start_with(through(&h, &proxy), Tuning::default()).await;
+    let b = h
+        .start_with(h.config_via(&proxy.uri), Tuning::default())
+        .await;
     proxy.wait_held().await;
     // Meanwhile A (another registrar of the same log: a rolling deploy) creates the table and
     // registers everything.
@@ -84,7 +64,9 @@ async fn a_schema_commit_that_brings_another_writers_snapshot_is_filtered_again(
         },
     )
     .await;
-    let b = h.start_with(through(&h, &proxy), Tuning::default()).await;
+    let b = h
+        .start_with(h.config_via(&proxy.uri), Tuning::default())
+        .await;
     proxy.wait_held().await;
 
     // Another writer (a registrar of a log holding the same uploads 2-4) appends them now.

@@ -6,6 +6,7 @@
 pub mod fault_proxy;
 pub mod forward;
 pub mod hold_proxy;
+pub mod metrics;
 pub mod py;
 pub mod relay;
 pub mod tls;
@@ -236,6 +237,13 @@ impl Harness {
         }
     }
 
+    /// This harness's config with the catalog reached through `catalog_uri` (a proxy).
+    pub fn config_via(&self, catalog_uri: &str) -> RegistrarConfig {
+        let mut config = self.config.clone();
+        config.catalog_uri = catalog_uri.parse().expect("catalog uri");
+        config
+    }
+
     /// Writes the config to a file in the test's directory (for the standalone runner).
     pub fn config_file(&self) -> std::path::PathBuf {
         let path = self.dir.path().join("thadam.yaml");
@@ -432,4 +440,23 @@ pub async fn read_all(table: &Table) -> Vec<RecordBatch> {
 
 pub fn row_count(batches: &[RecordBatch]) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
+}
+
+/// Telemetry segment `n` with one more column, `extra` (field ID 8, nullable long): a schema
+/// change that every later writer of the table can agree on.
+pub fn extended_batch(n: u64, rows: usize) -> RecordBatch {
+    let base = demo::telemetry_batch(n, rows).expect("batch");
+    let mut fields: Vec<arrow_schema::FieldRef> = base.schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(demo::field(
+        "extra",
+        arrow_schema::DataType::Int64,
+        true,
+        8,
+    )));
+    let mut columns = base.columns().to_vec();
+    columns.push(Arc::new(arrow_array::Int64Array::from_iter_values(
+        0..rows as i64,
+    )));
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)
+        .expect("extended batch")
 }
