@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use common::fault_proxy::{Fault, FaultProxy, Kind};
-use common::{Harness, assert_exactly_once, data_file_list};
+use common::{Harness, assert_exactly_once, data_file_list, one_per_commit};
 use iceberg::table::Table;
 use thadam_iceberg::actors::context::{BeforeAppend, Tuning};
 use thadam_iceberg::catalog::TableName;
@@ -17,38 +17,14 @@ use thadam_iceberg::table::CommittedSet;
 use thadam_iceberg::table::append::{ReadySegment, append_transaction};
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
 
-/// One segment per commit, so a fault plan maps onto commits one to one.
-fn one_per_commit() -> Tuning {
-    Tuning {
-        max_batch: 1,
-        ..Tuning::default()
-    }
-}
-
-async fn ship(h: &mut Harness, n: u64) -> Vec<String> {
-    let mut keys = Vec::new();
-    for i in 0..n {
-        keys.push(h.ship_telemetry(i, 20).await);
-    }
-    keys
-}
-
-/// Creates the table through a first, fault-free registration of one extra segment, so the
-/// fault plans below hit appends only.
-async fn create_table(h: &mut Harness) -> String {
-    let key = h.ship_telemetry(1000, 5).await;
-    h.run_until_handled(1).await;
-    key
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_answer_converges_on_one_data_file() {
     let mut h = Harness::new("lost");
-    let mut keys = vec![create_table(&mut h).await];
+    let mut keys = vec![h.register_one().await];
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     // The commit is applied by the catalog, but its answer never reaches the registrar.
     proxy.plan(Kind::Append, [Fault::ApplyThenDrop]);
-    keys.extend(ship(&mut h, 3).await);
+    keys.extend(h.ship_many(0, 3, 20).await);
     let mut config = h.config.clone();
     config.catalog_uri = proxy.uri.parse().expect("url");
     let status = Harness::finish(h.start_with(config, Tuning::default()).await, 4).await;
@@ -69,7 +45,7 @@ async fn a_lost_commit_answer_converges_on_one_data_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_5xx_storm_loses_nothing_and_doubles_nothing() {
     let mut h = Harness::new("storm");
-    let mut keys = vec![create_table(&mut h).await];
+    let mut keys = vec![h.register_one().await];
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     // Some refused before the catalog saw them, some applied but answered with an error.
     proxy.plan(
@@ -84,7 +60,7 @@ async fn a_5xx_storm_loses_nothing_and_doubles_nothing() {
             Fault::ApplyThenDrop,
         ],
     );
-    keys.extend(ship(&mut h, 6).await);
+    keys.extend(h.ship_many(0, 6, 20).await);
     let mut config = h.config.clone();
     config.catalog_uri = proxy.uri.parse().expect("url");
     Harness::finish(h.start_with(config, one_per_commit()).await, 7).await;
@@ -126,8 +102,8 @@ impl BeforeAppend for CompetingWriter {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_competing_writer_wins_the_race_and_nothing_is_lost_or_doubled() {
     let mut h = Harness::new("conflict");
-    let mut keys = vec![create_table(&mut h).await];
-    let new_keys = ship(&mut h, 2).await;
+    let mut keys = vec![h.register_one().await];
+    let new_keys = h.ship_many(0, 2, 20).await;
     keys.extend(new_keys.clone());
     let competitor = Arc::new(CompetingWriter {
         client: h.client().await,
@@ -162,7 +138,7 @@ async fn a_competing_writer_wins_the_race_and_nothing_is_lost_or_doubled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_expiry_does_not_make_the_registrar_register_again() {
     let mut h = Harness::new("expiry");
-    let keys = ship(&mut h, 3).await;
+    let keys = h.ship_many(0, 3, 20).await;
     let handle = h.start_with(h.config.clone(), one_per_commit()).await;
     Harness::finish(handle, 3).await;
     let table = h.table("telemetry").await.expect("table");
@@ -202,7 +178,7 @@ async fn snapshot_expiry_does_not_make_the_registrar_register_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_second_writer_appends_while_the_registrar_registers_200_segments() {
     let mut h = Harness::new("rival");
-    let mut keys = vec![create_table(&mut h).await];
+    let mut keys = vec![h.register_one().await];
     let handle = h.start().await;
     let ident = format!("{}.telemetry", h.namespace.join("."));
 
@@ -306,8 +282,8 @@ print(json.dumps({"appends": appends, "conflicts": conflicts, "io_errors": io_er
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_carry_an_idempotency_key_when_the_catalog_advertises_them() {
     let mut h = Harness::new("idem");
-    let mut keys = vec![create_table(&mut h).await];
-    keys.extend(ship(&mut h, 2).await);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 2, 20).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.advertise_idempotency();
     // One refused commit: it is resent as is, with the same key (the same request body); the
@@ -329,8 +305,8 @@ async fn commits_carry_an_idempotency_key_when_the_catalog_advertises_them() {
 
     // Without the advertisement, no key is sent.
     let mut h2 = Harness::new("noidem");
-    create_table(&mut h2).await;
-    ship(&mut h2, 1).await;
+    h2.register_one().await;
+    h2.ship_many(0, 1, 20).await;
     let plain = FaultProxy::start(&h2.env.catalog_uri, "telemetry").await;
     let mut config = h2.config.clone();
     config.catalog_uri = plain.uri.parse().expect("url");

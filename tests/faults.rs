@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fault_proxy::{Fault, FaultProxy, Kind};
-use common::{Harness, assert_exactly_once};
+use common::{Harness, assert_exactly_once, one_per_commit};
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::RetryPolicy;
 
@@ -24,35 +24,13 @@ fn retries(op: &str, cause: &str) -> f64 {
     )
 }
 
-fn one_per_commit() -> Tuning {
-    Tuning {
-        max_batch: 1,
-        ..Tuning::default()
-    }
-}
-
-async fn ship(h: &mut Harness, from: u64, n: u64) -> Vec<String> {
-    let mut keys = Vec::new();
-    for i in from..from + n {
-        keys.push(h.ship_telemetry(i, 10).await);
-    }
-    keys
-}
-
-/// Creates the table with one fault-free registration, so the plans below hit what they name.
-async fn create_table(h: &mut Harness) -> String {
-    let key = h.ship_telemetry(1000, 5).await;
-    h.run_until_handled(1).await;
-    key
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
     recorder();
     let before = retries("append", "status_429");
     let mut h = Harness::new("f429");
-    let mut keys = vec![create_table(&mut h).await];
-    keys.extend(ship(&mut h, 0, 3).await);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 3, 10).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Append, [Fault::RefuseRetryAfter(429, 2)]);
     let mut config = h.config_via(&proxy.uri);
@@ -90,8 +68,8 @@ async fn a_408_on_a_load_is_retried() {
     recorder();
     let before = retries("load", "status_408");
     let mut h = Harness::new("f408");
-    let mut keys = vec![create_table(&mut h).await];
-    keys.extend(ship(&mut h, 0, 2).await);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 2, 10).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.plan(Kind::Load, [Fault::Refuse(408)]);
     Harness::finish(
@@ -115,7 +93,7 @@ async fn a_503_on_a_schema_commit_is_retried() {
     recorder();
     let before = retries("schema_commit", "status_503");
     let mut h = Harness::new("f503");
-    let mut keys = vec![create_table(&mut h).await];
+    let mut keys = vec![h.register_one().await];
     let batch = common::extended_batch(1, 10);
     keys.push(h.ship("telemetry", &batch).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
@@ -152,7 +130,7 @@ async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
             ..common::Options::default()
         },
     );
-    let keys = ship(&mut h, 0, 2).await;
+    let keys = h.ship_many(0, 2, 10).await;
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     // The catalog registers the table, but the registrar hears 502.
     proxy.plan(Kind::Create, [Fault::ApplyThenFail(502)]);
@@ -172,8 +150,8 @@ async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
     let mut h = Harness::new("fidem");
-    let mut keys = vec![create_table(&mut h).await];
-    keys.extend(ship(&mut h, 0, 3).await);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 3, 10).await);
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     proxy.advertise_idempotency();
     proxy.store_by_idempotency_key();
@@ -281,7 +259,7 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
 #[tokio::test]
 async fn a_catalog_that_stops_answering_is_reported_while_the_request_waits() {
     let mut h = Harness::new("fslow");
-    create_table(&mut h).await;
+    h.register_one().await;
     let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
     // A SIGSTOPped catalog: the connection is accepted, the answer never comes.
     proxy.plan(Kind::Load, [Fault::Hang]);

@@ -284,6 +284,23 @@ impl Harness {
         self.ship("telemetry", &batch).await
     }
 
+    /// Ships telemetry segments number `from..from + n`, `rows` rows each; returns their keys.
+    pub async fn ship_many(&mut self, from: u64, n: u64, rows: usize) -> Vec<String> {
+        let mut keys = Vec::new();
+        for i in from..from + n {
+            keys.push(self.ship_telemetry(i, rows).await);
+        }
+        keys
+    }
+
+    /// Creates the table through a first, fault-free registration of one extra segment (so
+    /// fault plans hit what they name, not the creation); returns its key.
+    pub async fn register_one(&mut self) -> String {
+        let key = self.ship_telemetry(1000, 5).await;
+        self.run_until_handled(1).await;
+        key
+    }
+
     pub async fn start(&self) -> RegistrarHandle {
         Registrar::start(self.config.clone())
             .await
@@ -459,4 +476,12 @@ pub fn extended_batch(n: u64, rows: usize) -> RecordBatch {
     )));
     RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)
         .expect("extended batch")
+}
+
+/// One segment per commit, so a fault plan maps onto commits one to one.
+pub fn one_per_commit() -> thadam_iceberg::actors::context::Tuning {
+    thadam_iceberg::actors::context::Tuning {
+        max_batch: 1,
+        ..Default::default()
+    }
 }
