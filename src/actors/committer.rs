@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use iceberg::table::Table;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -26,10 +26,10 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::retry::{Op, retry_transient};
+use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, append_transaction};
-use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint};
+use crate::table::append::{ReadySegment, append_transaction, preparation_failure};
+use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
 
 pub struct Committer;
 
@@ -811,94 +811,6 @@ impl CommitterState {
     }
 }
 
-/// The ids of the object keys of `table`'s live data files (those under `prefix`,
-/// `s3://bucket/`), from the current snapshot's manifests.
-async fn live_file_ids(table: &Table, prefix: &str) -> Result<HashSet<SegmentId>> {
-    let mut ids = HashSet::new();
-    let Some(snapshot) = table.metadata().current_snapshot() else {
-        return Ok(ids);
-    };
-    let io = |e: iceberg::Error| Error::unavailable(format!("reading manifests failed: {e}"));
-    let list = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await
-        .map_err(io)?;
-    for manifest_file in list.entries() {
-        let manifest = manifest_file
-            .load_manifest(table.file_io())
-            .await
-            .map_err(io)?;
-        for entry in manifest.entries() {
-            if entry.is_alive()
-                && let Some(key) = entry.data_file().file_path().strip_prefix(prefix)
-            {
-                ids.insert(SegmentId::of(key));
-            }
-        }
-    }
-    Ok(ids)
-}
-
-/// What a failure to build or send the append means when the catalog never answered: the
-/// library failed before the request (writing manifests, reading the table's properties or
-/// features). Classified by the error's kind: a table this client cannot write is permanent;
-/// storage and other unexpected failures are retried.
-fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError {
-    use iceberg::ErrorKind;
-    match e.kind() {
-        ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
-            CommitError::Fatal(Error::new(
-                ErrorCode::TableUnsupported,
-                format!(
-                    "the append to {table} cannot be built: {}; fix the table property or \
-                     feature it names (or register into a table this client can write)",
-                    error_chain(e)
-                ),
-            ))
-        }
-        _ => match crate::store::classify_iceberg_io(e) {
-            // Storage refused the manifests for good (read-only credentials, a bucket policy):
-            // retrying would never succeed.
-            Some(code) if !code.is_transient() => CommitError::Fatal(Error::new(
-                code,
-                format!(
-                    "writing the manifests of the append to {table} was refused by the store: \
-                     {}; check that the store credentials may write under the table location",
-                    error_chain(e)
-                ),
-            )),
-            _ => CommitError::NotApplied(Error::unavailable(format!(
-                "preparing the append to {table} failed: {}",
-                error_chain(e)
-            ))),
-        },
-    }
-}
-
-/// An iceberg error's message and the messages of its sources, without the backtrace its
-/// `Display` may carry.
-fn error_chain(e: &iceberg::Error) -> String {
-    let mut text = e.message().to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// The pause after the `conflicts`-th 409 in a row: full jitter (`unit` = a uniform draw in
-/// [0, 1)) over 50 ms doubling per conflict, capped at `max`. Contending writers then spread
-/// out instead of reloading and colliding in lockstep.
-fn conflict_backoff(conflicts: u32, max: Duration, unit: f64) -> Duration {
-    let ceiling = Duration::from_millis(50)
-        .saturating_mul(1u32 << conflicts.min(10))
-        .min(max);
-    ceiling.mul_f64(unit.clamp(0.0, 1.0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -937,15 +849,5 @@ mod tests {
         assert!(q.remove(&2).is_some());
         assert!(!q.holds(&segment(2, "a")), "the key index follows removals");
         assert_eq!(q.len(), 0);
-    }
-
-    #[test]
-    fn conflict_backoff_grows_with_jitter_and_stays_under_the_cap() {
-        let max = Duration::from_secs(2);
-        assert_eq!(conflict_backoff(0, max, 0.0), Duration::ZERO);
-        assert_eq!(conflict_backoff(0, max, 1.0), Duration::from_millis(50));
-        assert_eq!(conflict_backoff(2, max, 1.0), Duration::from_millis(200));
-        assert_eq!(conflict_backoff(30, max, 1.0), max);
-        assert_eq!(conflict_backoff(3, max, 0.5), Duration::from_millis(200));
     }
 }

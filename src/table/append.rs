@@ -7,7 +7,8 @@ use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
-use crate::error::{Error, Result};
+use crate::catalog::{CommitError, TableName};
+use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 use crate::table::committed::{CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WRITER, encode_ids};
@@ -99,4 +100,53 @@ pub fn append_transaction(
     action
         .apply(tx)
         .map_err(|e| Error::internal(format!("cannot build the append: {e}")))
+}
+
+/// What a failure to build or send the append means when the catalog never answered: the
+/// library failed before the request (writing manifests, reading the table's properties or
+/// features). Classified by the error's kind: a table this client cannot write is permanent;
+/// storage and other unexpected failures are retried.
+pub fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError {
+    use iceberg::ErrorKind;
+    match e.kind() {
+        ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
+            CommitError::Fatal(Error::new(
+                ErrorCode::TableUnsupported,
+                format!(
+                    "the append to {table} cannot be built: {}; fix the table property or \
+                     feature it names (or register into a table this client can write)",
+                    error_chain(e)
+                ),
+            ))
+        }
+        _ => match crate::store::classify_iceberg_io(e) {
+            // Storage refused the manifests for good (read-only credentials, a bucket policy):
+            // retrying would never succeed.
+            Some(code) if !code.is_transient() => CommitError::Fatal(Error::new(
+                code,
+                format!(
+                    "writing the manifests of the append to {table} was refused by the store: \
+                     {}; check that the store credentials may write under the table location",
+                    error_chain(e)
+                ),
+            )),
+            _ => CommitError::NotApplied(Error::unavailable(format!(
+                "preparing the append to {table} failed: {}",
+                error_chain(e)
+            ))),
+        },
+    }
+}
+
+/// An iceberg error's message and the messages of its sources, without the backtrace its
+/// `Display` may carry.
+fn error_chain(e: &iceberg::Error) -> String {
+    let mut text = e.message().to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
