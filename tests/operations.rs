@@ -993,3 +993,54 @@ async fn a_record_for_a_dataset_the_parquet_sink_does_not_list_stops_with_config
     let telemetry = h.table("telemetry").await.expect("telemetry table");
     assert_eq!(data_file_list(&telemetry).await.len(), 1);
 }
+
+/// An S3 outage on writes (manifests) while `RUST_BACKTRACE=1` is set: the runner retries, logs
+/// warnings, registers the segment once S3 is back, and prints no backtrace (library errors
+/// captured one each and opendal's retry layer logged it with `{:?}`: 1,730 lines for 20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_outage_under_rust_backtrace_prints_no_backtraces() {
+    use common::s3_front::{S3Front, WriteFault};
+    let mut h = Harness::new("nobt");
+    let mut keys = vec![h.register_one().await];
+    keys.push(h.ship_telemetry(0, 10).await);
+    let front = S3Front::start(
+        &h.env.s3_endpoint,
+        WriteFault::Outage(Duration::from_secs(4)),
+    )
+    .await;
+    let config = h.dir.path().join("outage.yaml");
+    std::fs::write(&config, h.yaml.replace(&h.env.s3_endpoint, &front.uri)).expect("config");
+    let output = tokio::time::timeout(
+        HANG_GUARD,
+        Command::new(example_binary("registrar"))
+            .args([
+                "--config",
+                &config.display().to_string(),
+                "--until-caught-up",
+            ])
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .output(),
+    )
+    .await
+    .expect("the runner finished (hang guard)")
+    .expect("run the runner");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("did not complete") || stderr.contains("ServiceUnavailable"),
+        "the outage was met and retried:\n{stderr}"
+    );
+    let frames = stderr
+        .lines()
+        .filter(|l| l.contains("stack backtrace") || l.trim_start().starts_with("at /rustc/"))
+        .count();
+    assert_eq!(frames, 0, "no backtrace in the logs:\n{stderr}");
+    assert!(
+        stderr.lines().count() < 200,
+        "{} log lines for a 4 s outage",
+        stderr.lines().count()
+    );
+    let table = h.table("telemetry").await.expect("table");
+    common::assert_exactly_once(&table, &h.env.bucket, &keys).await;
+}

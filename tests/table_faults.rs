@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::Harness;
+use common::s3_front::{S3Front, WriteFault};
 use iceberg::{TableRequirement, TableUpdate};
 use thadam_iceberg::ErrorCode;
 
@@ -133,67 +134,15 @@ async fn a_table_gone_on_reload_is_missing_not_recreated_without_create_table() 
     assert!(h.table("telemetry").await.is_none(), "not re-created");
 }
 
-/// An S3 front that refuses every write with 403 AccessDenied (read-only credentials) and
-/// forwards reads to the real S3 server unchanged (the Host header is kept, so SigV4 holds).
-async fn read_only_s3(upstream: String) -> (String, tokio::task::JoinHandle<()>) {
-    use http_body_util::{BodyExt, Full};
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let uri = format!(
-        "http://127.0.0.1:{}",
-        listener.local_addr().expect("addr").port()
-    );
-    let client = reqwest::Client::new();
-    let task = tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (client, upstream) = (client.clone(), upstream.clone());
-            tokio::spawn(async move {
-                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let (client, upstream) = (client.clone(), upstream.clone());
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let body = body
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        if parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST
-                        {
-                            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>read-only</Message></Error>";
-                            let mut r = hyper::Response::new(Full::new(bytes::Bytes::from(xml)));
-                            *r.status_mut() = hyper::StatusCode::FORBIDDEN;
-                            return Ok::<_, std::io::Error>(r);
-                        }
-                        let forward =
-                            common::relay::request(&client, &upstream, &parts, body, true);
-                        let answer = forward.send().await.map_err(std::io::Error::other)?;
-                        let (status, headers) =
-                            (answer.status().as_u16(), answer.headers().clone());
-                        let bytes = answer.bytes().await.unwrap_or_default();
-                        Ok(common::relay::response(status, &headers, bytes))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (uri, task)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifest_writes_refused_by_the_store_are_fatal_not_retried() {
     let mut h = Harness::new("readonly");
     h.ship_telemetry(0, 10).await;
     assert_eq!(h.run_until_handled(1).await.registered(), 1);
     h.ship_telemetry(1, 10).await;
-    let (s3, _task) = read_only_s3(h.env.s3_endpoint.clone()).await;
+    let front = S3Front::start(&h.env.s3_endpoint, WriteFault::Refuse).await;
     let mut config = h.config.clone();
-    config.store.endpoint = Some(s3.parse().expect("url"));
+    config.store.endpoint = Some(front.uri.parse().expect("url"));
     let err = wait_fatal(h.start_with(config, Default::default()).await).await;
     assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
     assert!(err.message().contains("store credentials"), "{err}");

@@ -9,6 +9,7 @@ pub mod hold_proxy;
 pub mod metrics;
 pub mod py;
 pub mod relay;
+pub mod s3_front;
 pub mod tls;
 
 use std::collections::BTreeSet;

@@ -1,0 +1,103 @@
+//! A front for the real S3 server that fails object writes (PUT/POST: manifests, manifest lists,
+//! metadata) the way a store can, and forwards everything else unchanged. The client's Host
+//! header is kept, so SigV4 signatures still verify upstream.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::task::JoinHandle;
+
+/// What the front does to writes.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteFault {
+    /// 403 AccessDenied, always (read-only credentials).
+    Refuse,
+    /// 503 SlowDown for this long after the front starts (an outage), then pass.
+    Outage(Duration),
+}
+
+pub struct S3Front {
+    pub uri: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for S3Front {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn s3_error(status: hyper::StatusCode, code: &str) -> hyper::Response<Full<Bytes>> {
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected \
+         by the test front</Message></Error>"
+    );
+    let mut r = hyper::Response::new(Full::new(Bytes::from(xml)));
+    *r.status_mut() = status;
+    r
+}
+
+impl S3Front {
+    pub async fn start(upstream: &str, fault: WriteFault) -> S3Front {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let uri = format!(
+            "http://127.0.0.1:{}",
+            listener.local_addr().expect("addr").port()
+        );
+        let client = reqwest::Client::new();
+        let upstream: Arc<str> = upstream.trim_end_matches('/').into();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (client, upstream) = (client.clone(), Arc::clone(&upstream));
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (client, upstream) = (client.clone(), Arc::clone(&upstream));
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let write = parts.method == hyper::Method::PUT
+                                || parts.method == hyper::Method::POST;
+                            match fault {
+                                WriteFault::Refuse if write => {
+                                    return Ok(s3_error(
+                                        hyper::StatusCode::FORBIDDEN,
+                                        "AccessDenied",
+                                    ));
+                                }
+                                WriteFault::Outage(d) if write && started.elapsed() < d => {
+                                    return Ok(s3_error(
+                                        hyper::StatusCode::SERVICE_UNAVAILABLE,
+                                        "ServiceUnavailable",
+                                    ));
+                                }
+                                _ => {}
+                            }
+                            let forward =
+                                super::relay::request(&client, &upstream, &parts, body, true);
+                            let answer = forward.send().await.map_err(std::io::Error::other)?;
+                            let (status, headers) =
+                                (answer.status().as_u16(), answer.headers().clone());
+                            let bytes = answer.bytes().await.unwrap_or_default();
+                            Ok::<_, std::io::Error>(super::relay::response(status, &headers, bytes))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        S3Front { uri, task }
+    }
+}
