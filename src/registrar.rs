@@ -216,6 +216,8 @@ async fn connect_with(
         tokens,
         storage_props: crate::store::file_io_props(&config.store),
         retry: config.retry,
+        warehouse: config.catalog_warehouse.clone(),
+        headers: config.catalog_headers.clone(),
     })
     .await
 }

@@ -1487,3 +1487,62 @@ fn credentials_refuse_control_characters_without_quoting_them() {
         );
     }
 }
+
+// catalog_warehouse and catalog_headers (issue 15, part 1).
+
+#[test]
+fn catalog_warehouse_and_headers_parse_and_are_checked() {
+    let fx = Fixture::new();
+    let config = fx.load_ok(&edited(|d| {
+        set(d, &reg("catalog_warehouse"), "my-catalog");
+        set(
+            d,
+            &reg("catalog_headers"),
+            "{X-Iceberg-Access-Delegation: vended-credentials, X-Api-Key: '${env:THADAM_CFG_TEST_FLAG_SECRET}'}",
+        );
+    }));
+    assert_eq!(config.catalog_warehouse.as_deref(), Some("my-catalog"));
+    let names: Vec<&str> = config
+        .catalog_headers
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["X-Iceberg-Access-Delegation", "X-Api-Key"]);
+    assert_eq!(config.catalog_headers[1].1.expose(), TOKEN);
+    // A header value may be a key: never in Debug.
+    assert_no_secret(&format!("{config:?}"));
+    let default = fx.load_ok(&base());
+    assert!(default.catalog_warehouse.is_none() && default.catalog_headers.is_empty());
+
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_warehouse"), "''")),
+        &["config.catalog_warehouse", "empty"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_warehouse"), "\"a\\tb\"")),
+        &["config.catalog_warehouse", "printable"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_headers"), "{Authorization: Bearer x}")),
+        &["config.catalog_headers.Authorization", "catalog_token"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_headers"), "{'Bad Name': x}")),
+        &["config.catalog_headers.Bad Name", "header name"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_headers"), "[a, b]")),
+        &["config.catalog_headers"],
+    );
+    let msg = fx.fails(
+        &edited(|d| {
+            set(
+                d,
+                &reg("catalog_headers"),
+                "{X-Key: \"pw-SECRET\\nsecond\"}",
+            )
+        }),
+        &["config.catalog_headers.X-Key", "control character"],
+    );
+    assert!(!msg.contains("pw-SECRET"), "{msg}");
+}

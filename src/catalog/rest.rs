@@ -88,6 +88,10 @@ pub struct RestClientSettings {
     pub storage_props: HashMap<String, String>,
     /// Backoff between resends of a commit (see [`IDEMPOTENT_RESENDS`]).
     pub retry: RetryPolicy,
+    /// `catalog_warehouse`, sent as `warehouse` on `GET /v1/config`.
+    pub warehouse: Option<String>,
+    /// `catalog_headers`, sent on every catalog request.
+    pub headers: Vec<(String, crate::config::Secret)>,
 }
 
 /// The catalog connection. Cheap to clone; all clones share the HTTP pool and token source.
@@ -104,6 +108,8 @@ struct Inner {
     prefix: Option<String>,
     idempotency_keys: bool,
     retry: RetryPolicy,
+    /// `catalog_headers`, values marked sensitive (kept out of `Debug` and logs).
+    headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -148,8 +154,13 @@ impl RestClient {
             prefix: None,
             idempotency_keys: false,
             retry: settings.retry,
+            headers: extra_headers(&settings.headers)?,
         };
-        let url = inner.url(&["v1", "config"], false)?;
+        let mut url = inner.url(&["v1", "config"], false)?;
+        if let Some(warehouse) = &settings.warehouse {
+            // The server's defaults, overrides and prefix are those of this warehouse.
+            url.query_pairs_mut().append_pair("warehouse", warehouse);
+        }
         let response = inner
             .send(Method::GET, url, None, None)
             .await
@@ -441,6 +452,31 @@ impl RestClient {
     }
 }
 
+/// `catalog_headers` as request headers. Config validation already checked names and values;
+/// a value is marked sensitive so that it never shows in a `Debug` of a request.
+fn extra_headers(
+    headers: &[(String, crate::config::Secret)],
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let header =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    Error::config_invalid(format!(
+                        "catalog_headers.{name} is not a valid header name"
+                    ))
+                })?;
+            let mut v = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
+                Error::config_invalid(format!(
+                    "catalog_headers.{name} is not a valid header value (one line of visible ASCII)"
+                ))
+            })?;
+            v.set_sensitive(true);
+            Ok((header, v))
+        })
+        .collect()
+}
+
 impl Inner {
     /// `{base}/v1/{prefix}/{segments...}`, each segment percent-encoded on its own (a multi-level
     /// namespace travels as one segment joined by 0x1F).
@@ -494,6 +530,9 @@ impl Inner {
                     reqwest::header::USER_AGENT,
                     concat!("thadam-iceberg/", env!("CARGO_PKG_VERSION")),
                 );
+            for (name, value) in &self.headers {
+                request = request.header(name.clone(), value.clone());
+            }
             if let Some(t) = &token {
                 request = request.bearer_auth(t.value.expose());
             }

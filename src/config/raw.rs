@@ -35,6 +35,8 @@ pub(crate) struct RawIceberg {
     pub catalog_credential: Option<Value>,
     pub catalog_client_cert: Option<Value>,
     pub catalog_client_key: Option<Value>,
+    pub catalog_warehouse: Option<Value>,
+    pub catalog_headers: Option<Value>,
     pub url: Option<Value>,
     pub namespace: Option<Value>,
     pub create_table: Option<Value>,

@@ -28,6 +28,13 @@ pub struct RegistrarConfig {
     pub catalog_auth: CatalogAuth,
     /// The client certificate presented to the catalog (mutual TLS, https only).
     pub catalog_client_identity: Option<ClientIdentity>,
+    /// `catalog_warehouse`: sent as `warehouse` on `GET /v1/config`, so the server's defaults,
+    /// overrides and prefix for that warehouse apply (Polaris: the catalog name; Glue: the
+    /// account id; S3 Tables: the table bucket ARN; Unity: mandatory).
+    pub catalog_warehouse: Option<String>,
+    /// `catalog_headers`: extra headers on every catalog request, in the order written (e.g.
+    /// `X-Iceberg-Access-Delegation: vended-credentials`). Values may carry keys: never logged.
+    pub catalog_headers: Vec<(String, Secret)>,
     /// Where the shipper puts the files; tables live under it.
     pub url: TableRoot,
     /// The Iceberg namespace, one entry per level (`a.b` is `["a", "b"]`).

@@ -77,6 +77,8 @@ pub(crate) fn registrar(
     let catalog_ca_file = ca_file(&ctx, &raw, https)?;
     let catalog_auth = auth(&ctx, &raw, raw_credential, &catalog_uri)?;
     let catalog_client_identity = client_identity(&ctx, &raw, https)?;
+    let catalog_warehouse = warehouse(&ctx, &raw)?;
+    let catalog_headers = headers(&ctx, &raw)?;
 
     // Rules 11, 12.
     let namespace = namespace(&ctx, &raw)?;
@@ -113,6 +115,8 @@ pub(crate) fn registrar(
         catalog_ca_file,
         catalog_auth,
         catalog_client_identity,
+        catalog_warehouse,
+        catalog_headers,
         url,
         namespace,
         create_table,
@@ -123,6 +127,71 @@ pub(crate) fn registrar(
         unready_after,
         source,
     })
+}
+
+/// `catalog_warehouse`: one line of printable text.
+fn warehouse(ctx: &Ctx, raw: &RawIceberg) -> Result<Option<String>> {
+    const KEY: &str = "config.catalog_warehouse";
+    let Some(warehouse) = ctx.optional(KEY, raw.catalog_warehouse.as_ref())? else {
+        return Ok(None);
+    };
+    if warehouse.is_empty() || warehouse.chars().any(char::is_control) {
+        return Err(ctx.err(
+            KEY,
+            "must be one line of printable text (the catalog's warehouse name, account id or \
+             ARN), or be removed",
+        ));
+    }
+    Ok(Some(warehouse))
+}
+
+/// Headers the registrar sets itself: a `catalog_headers` entry may not replace them (the
+/// credential options set `Authorization`; the client owns framing and idempotency).
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "content-type",
+    "content-length",
+    "host",
+    "idempotency-key",
+    "transfer-encoding",
+    "connection",
+];
+
+/// `catalog_headers`: a mapping of header names (HTTP tokens, not reserved) to one-line values.
+fn headers(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<(String, Secret)>> {
+    const KEY: &str = "config.catalog_headers";
+    let entries: Option<serde_yaml_ng::Mapping> =
+        ctx.optional_section(KEY, raw.catalog_headers.as_ref())?;
+    let mut headers = Vec::new();
+    for (name, value) in entries.into_iter().flatten() {
+        let Some(name) = name.as_str().map(str::to_string) else {
+            return Err(ctx.err(KEY, "header names must be strings"));
+        };
+        let key = format!("{KEY}.{name}");
+        let valid_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !valid_name {
+            return Err(ctx.err(
+                &key,
+                "is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)",
+            ));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(ctx.err(
+                &key,
+                "is set by the registrar itself; use catalog_token or catalog_credential for \
+                 Authorization, and remove this header",
+            ));
+        }
+        let value = ctx
+            .secret(&key, Some(&value))?
+            .ok_or_else(|| ctx.err(&key, "needs a value"))?;
+        check_credential(ctx, &key, value.expose())?;
+        headers.push((name, value));
+    }
+    Ok(headers)
 }
 
 /// Rule 6.

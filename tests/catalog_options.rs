@@ -1,0 +1,123 @@
+//! `catalog_warehouse` and `catalog_headers` on the wire: a recording front before the real REST
+//! fixture sees `warehouse` on `GET /v1/config` and the extra headers on every catalog request
+//! (config, loads, namespace and table creation, appends), while the registrar registers.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use thadam_iceberg::config::Secret;
+
+use common::{Harness, assert_exactly_once};
+
+/// One request the front saw: method, path, query, and the two headers under test.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    query: String,
+    delegation: Option<String>,
+    custom: Option<String>,
+}
+
+async fn recording_front(upstream: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let uri = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let client = reqwest::Client::new();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (client, upstream, log) = (client.clone(), upstream.clone(), Arc::clone(&log));
+            tokio::spawn(async move {
+                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (client, upstream, log) =
+                        (client.clone(), upstream.clone(), Arc::clone(&log));
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let header = |name: &str| {
+                            parts
+                                .headers
+                                .get(name)
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_string)
+                        };
+                        log.lock().expect("log").push(Seen {
+                            method: parts.method.to_string(),
+                            path: parts.uri.path().to_string(),
+                            query: parts.uri.query().unwrap_or_default().to_string(),
+                            delegation: header("x-iceberg-access-delegation"),
+                            custom: header("x-thadam-test"),
+                        });
+                        let body: Bytes = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let answer =
+                            common::relay::request(&client, &upstream, &parts, body, false)
+                                .send()
+                                .await
+                                .map_err(std::io::Error::other)?;
+                        let (status, headers) =
+                            (answer.status().as_u16(), answer.headers().clone());
+                        let bytes = answer.bytes().await.unwrap_or_default();
+                        Ok::<_, std::io::Error>(common::relay::response(status, &headers, bytes))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (uri, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warehouse_and_extra_headers_reach_the_catalog_on_every_request() {
+    let mut h = Harness::new("catopts");
+    let keys = h.ship_many(0, 2, 10).await;
+    let (uri, seen) = recording_front(h.env.catalog_uri.clone()).await;
+    let mut config = h.config_via(&uri);
+    config.catalog_warehouse = Some("wh-test".into());
+    config.catalog_headers = vec![
+        (
+            "X-Iceberg-Access-Delegation".into(),
+            Secret::new("vended-credentials"),
+        ),
+        ("X-Thadam-Test".into(), Secret::new("abc")),
+    ];
+    let handle = h.start_with(config, Default::default()).await;
+    Harness::finish(handle, 2).await;
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+
+    let seen = seen.lock().expect("log").clone();
+    let config_call = seen
+        .iter()
+        .find(|s| s.path.ends_with("/v1/config"))
+        .expect("GET /v1/config went through the front");
+    assert!(
+        config_call.query.contains("warehouse=wh-test"),
+        "{config_call:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "POST" && s.path.contains("/tables/telemetry")),
+        "the append went through the front: {seen:?}"
+    );
+    for s in &seen {
+        assert_eq!(s.delegation.as_deref(), Some("vended-credentials"), "{s:?}");
+        assert_eq!(s.custom.as_deref(), Some("abc"), "{s:?}");
+    }
+}
