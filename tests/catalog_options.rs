@@ -6,10 +6,6 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use thadam_iceberg::config::Secret;
 
 use common::{Harness, assert_exactly_once};
@@ -35,49 +31,30 @@ async fn recording_front(upstream: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     let client = reqwest::Client::new();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (client, upstream, log) = (client.clone(), upstream.clone(), Arc::clone(&log));
-            tokio::spawn(async move {
-                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let (client, upstream, log) =
-                        (client.clone(), upstream.clone(), Arc::clone(&log));
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let header = |name: &str| {
-                            parts
-                                .headers
-                                .get(name)
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_string)
-                        };
-                        log.lock().expect("log").push(Seen {
-                            method: parts.method.to_string(),
-                            path: parts.uri.path().to_string(),
-                            query: parts.uri.query().unwrap_or_default().to_string(),
-                            delegation: header("x-iceberg-access-delegation"),
-                            custom: header("x-thadam-test"),
-                        });
-                        let body: Bytes = body
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        let answer =
-                            common::relay::request(&client, &upstream, &parts, body, false)
-                                .send()
-                                .await
-                                .map_err(std::io::Error::other)?;
-                        let (status, headers) =
-                            (answer.status().as_u16(), answer.headers().clone());
-                        let bytes = answer.bytes().await.unwrap_or_default();
-                        Ok::<_, std::io::Error>(common::relay::response(status, &headers, bytes))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+    common::relay::serve(listener, move |parts, body| {
+        let (client, upstream, log) = (client.clone(), upstream.clone(), Arc::clone(&log));
+        async move {
+            let header = |name: &str| {
+                parts
+                    .headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            log.lock().expect("log").push(Seen {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or_default().to_string(),
+                delegation: header("x-iceberg-access-delegation"),
+                custom: header("x-thadam-test"),
             });
+            let answer = common::relay::request(&client, &upstream, &parts, body, false)
+                .send()
+                .await
+                .map_err(std::io::Error::other)?;
+            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
+            let bytes = answer.bytes().await.unwrap_or_default();
+            Ok(common::relay::response(status, &headers, bytes))
         }
     });
     (uri, seen)

@@ -27,21 +27,7 @@ const ODD_NAMES: &[&str] = &[
 
 /// Runs python (the test venv's) with `script` and `args`; returns stdout.
 fn python(script: &str, args: &[&str]) -> String {
-    let python = std::env::var("THADAM_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!("THADAM_TEST_PYTHON is not set: run the tests with scripts/test")
-    });
-    let output = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    assert!(
-        output.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    common::py::run_bare(script, args)
 }
 
 /// boto3 client for the test S3 server.

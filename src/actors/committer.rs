@@ -46,6 +46,9 @@ pub struct CommitterArgs {
 struct PendingQueue {
     by_seq: BTreeMap<u64, Pending>,
     keys: HashSet<String>,
+    /// How many are not `decided`, so that a committer with nothing undecided (the usual case)
+    /// learns it in O(1) on every message instead of scanning its backlog.
+    undecided: usize,
 }
 
 impl PendingQueue {
@@ -55,13 +58,40 @@ impl PendingQueue {
 
     fn insert(&mut self, pending: Pending) {
         self.keys.insert(pending.segment.object_key.clone());
-        self.by_seq.insert(pending.segment.seq, pending);
+        if !pending.decided {
+            self.undecided += 1;
+        }
+        if let Some(old) = self.by_seq.insert(pending.segment.seq, pending)
+            && !old.decided
+        {
+            self.undecided -= 1;
+        }
     }
 
     fn remove(&mut self, seq: &u64) -> Option<Pending> {
         let removed = self.by_seq.remove(seq)?;
         self.keys.remove(&removed.segment.object_key);
+        if !removed.decided {
+            self.undecided -= 1;
+        }
         Some(removed)
+    }
+
+    /// Marks every segment undecided (the committed set they were judged against changed).
+    fn undecide_all(&mut self) {
+        for p in self.by_seq.values_mut() {
+            p.decided = false;
+        }
+        self.undecided = self.by_seq.len();
+    }
+
+    fn set_decided(&mut self, seq: &u64) {
+        if let Some(p) = self.by_seq.get_mut(seq)
+            && !p.decided
+        {
+            p.decided = true;
+            self.undecided -= 1;
+        }
     }
 
     fn get_mut(&mut self, seq: &u64) -> Option<&mut Pending> {
@@ -227,9 +257,7 @@ impl CommitterState {
             .status
             .update(&self.name.to_string(), |s| s.resolved = true);
         // Segments that arrived before Init were accepted before the committed set was known.
-        for p in self.pending.by_seq.values_mut() {
-            p.decided = false;
-        }
+        self.pending.undecide_all();
         self.publish_backlog();
         Ok(())
     }
@@ -292,7 +320,7 @@ impl CommitterState {
     /// watermarks of their catalogs against the log, lists the table's live data files if a
     /// diverged one leaves it open, and drops what the table already has.
     async fn decide_pending(&mut self) -> Result<()> {
-        if self.pending.by_seq.values().all(|p| p.decided) {
+        if self.pending.undecided == 0 {
             return Ok(());
         }
         let catalogs: BTreeSet<String> = self
@@ -311,16 +339,20 @@ impl CommitterState {
             self.list_live_files().await?;
         }
         let mut registered = Vec::new();
-        for (seq, p) in self.pending.by_seq.iter_mut().filter(|(_, p)| !p.decided) {
+        let mut missing = Vec::new();
+        for (seq, p) in self.pending.by_seq.iter().filter(|(_, p)| !p.decided) {
             match self.committed.decide(&p.segment) {
                 Decision::Registered => registered.push(*seq),
-                Decision::Missing => p.decided = true,
+                Decision::Missing => missing.push(*seq),
                 other => {
                     return Err(Error::internal(format!(
                         "segment seq {seq} still undecided ({other:?}) after its watermarks were checked"
                     )));
                 }
             }
+        }
+        for seq in missing {
+            self.pending.set_decided(&seq);
         }
         for seq in registered {
             if let Some(p) = self.pending.remove(&seq) {
@@ -849,5 +881,24 @@ mod tests {
         assert!(q.remove(&2).is_some());
         assert!(!q.holds(&segment(2, "a")), "the key index follows removals");
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn the_undecided_count_follows_inserts_decisions_and_removals() {
+        let mut q = PendingQueue::default();
+        q.insert(pending(segment(1, "a")));
+        let mut p = pending(segment(2, "b"));
+        p.decided = false;
+        q.insert(p);
+        assert_eq!(q.undecided, 1);
+        q.undecide_all();
+        assert_eq!(q.undecided, 2);
+        q.set_decided(&1);
+        q.set_decided(&1);
+        assert_eq!(q.undecided, 1, "deciding twice counts once");
+        q.remove(&2);
+        assert_eq!(q.undecided, 0);
+        q.remove(&1);
+        assert_eq!(q.undecided, 0);
     }
 }

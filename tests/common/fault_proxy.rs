@@ -15,12 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -92,19 +88,9 @@ impl FaultProxy {
         let upstream = upstream.trim_end_matches('/').to_string();
         let suffix = format!("/tables/{table_name}");
         let state = (Arc::clone(&plan), client, upstream, suffix);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let state = state.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let (plan, client, upstream, suffix) = state.clone();
-                        async move { handle(req, &plan, &client, &upstream, &suffix).await }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        let task = super::relay::serve(listener, move |parts, body| {
+            let (plan, client, upstream, suffix) = state.clone();
+            async move { handle(parts, body, &plan, &client, &upstream, &suffix).await }
         });
         FaultProxy {
             uri: format!("http://127.0.0.1:{port}"),
@@ -164,18 +150,13 @@ impl Drop for FaultProxy {
 type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
 
 async fn handle(
-    req: Request<Incoming>,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
     plan: &Mutex<Plan>,
     client: &reqwest::Client,
     upstream: &str,
     suffix: &str,
 ) -> Reply {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
     let path = parts.uri.path();
     let post = parts.method == hyper::Method::POST;
     let get = parts.method == hyper::Method::GET;

@@ -7,12 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -53,19 +49,9 @@ impl HoldProxy {
         let client = reqwest::Client::new();
         let upstream = upstream.trim_end_matches('/').to_string();
         let shared = (Arc::clone(&state), Arc::clone(&changed), client, upstream);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let (state, changed, client, upstream) = shared.clone();
-                        async move { handle(req, &state, &changed, &client, &upstream).await }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        let task = super::relay::serve(listener, move |parts, body| {
+            let (state, changed, client, upstream) = shared.clone();
+            async move { handle(parts, body, &state, &changed, &client, &upstream).await }
         });
         HoldProxy {
             uri: format!("http://127.0.0.1:{port}"),
@@ -117,18 +103,13 @@ impl Drop for HoldProxy {
 type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
 
 async fn handle(
-    req: Request<Incoming>,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
     state: &Mutex<State>,
     changed: &Notify,
     client: &reqwest::Client,
     upstream: &str,
 ) -> Reply {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
     let hold = {
         let mut s = state.lock().expect("state");
         let matches = s.armed.as_ref().is_some_and(|h| {

@@ -20,10 +20,15 @@ catalog = load_catalog("rest", **{
 /// Runs `script` (after [`PRELUDE`]) with `args` as `sys.argv[1:]`; returns stdout. Panics with
 /// stderr when python fails.
 pub fn run(script: &str, args: &[&str]) -> String {
+    run_bare(&format!("{PRELUDE}\n{script}"), args)
+}
+
+/// Runs `program` as it is (no prelude) in the test venv's python; returns stdout. Panics with
+/// stderr when python fails.
+pub fn run_bare(program: &str, args: &[&str]) -> String {
     let python = std::env::var("THADAM_TEST_PYTHON").unwrap_or_else(|_| {
         panic!("THADAM_TEST_PYTHON is not set: run the tests with scripts/test")
     });
-    let program = format!("{PRELUDE}\n{script}");
     let output = Command::new(python)
         .arg("-c")
         .arg(program)

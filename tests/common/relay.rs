@@ -1,10 +1,48 @@
 //! Forwarding one HTTP request to the real server and its answer back, for the test proxies
 //! (fault proxy, hold proxy, S3 fronts): the one place that decides which headers travel.
 
+use std::future::Future;
+
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::Response;
 use hyper::http::request::Parts;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Serves HTTP/1 on `listener` until the task is aborted: each request's body is read whole and
+/// handed to `handler` with its head. An `Err` from the handler drops the connection without
+/// an answer (a lost response).
+pub fn serve<F, Fut>(listener: TcpListener, handler: F) -> JoinHandle<()>
+where
+    F: Fn(Parts, Bytes) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, std::io::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let handler = handler.clone();
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        handler(parts, body).await
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
 
 /// The request `parts` + `body` as sent to `upstream` (same method, path and query; headers
 /// copied). `keep_host` keeps the client's `Host` header: a SigV4-signed request (to S3) signed

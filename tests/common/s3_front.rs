@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use tokio::task::JoinHandle;
 
 /// What the front does to writes.
@@ -53,49 +51,28 @@ impl S3Front {
         let client = reqwest::Client::new();
         let upstream: Arc<str> = upstream.trim_end_matches('/').into();
         let started = Instant::now();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (client, upstream) = (client.clone(), Arc::clone(&upstream));
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (client, upstream) = (client.clone(), Arc::clone(&upstream));
-                        async move {
-                            let (parts, body) = req.into_parts();
-                            let body = body
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let write = parts.method == hyper::Method::PUT
-                                || parts.method == hyper::Method::POST;
-                            match fault {
-                                WriteFault::Refuse if write => {
-                                    return Ok(s3_error(
-                                        hyper::StatusCode::FORBIDDEN,
-                                        "AccessDenied",
-                                    ));
-                                }
-                                WriteFault::Outage(d) if write && started.elapsed() < d => {
-                                    return Ok(s3_error(
-                                        hyper::StatusCode::SERVICE_UNAVAILABLE,
-                                        "ServiceUnavailable",
-                                    ));
-                                }
-                                _ => {}
-                            }
-                            let forward =
-                                super::relay::request(&client, &upstream, &parts, body, true);
-                            let answer = forward.send().await.map_err(std::io::Error::other)?;
-                            let (status, headers) =
-                                (answer.status().as_u16(), answer.headers().clone());
-                            let bytes = answer.bytes().await.unwrap_or_default();
-                            Ok::<_, std::io::Error>(super::relay::response(status, &headers, bytes))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+        let task = super::relay::serve(listener, move |parts, body| {
+            let (client, upstream) = (client.clone(), Arc::clone(&upstream));
+            async move {
+                let write =
+                    parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST;
+                match fault {
+                    WriteFault::Refuse if write => {
+                        return Ok(s3_error(hyper::StatusCode::FORBIDDEN, "AccessDenied"));
+                    }
+                    WriteFault::Outage(d) if write && started.elapsed() < d => {
+                        return Ok(s3_error(
+                            hyper::StatusCode::SERVICE_UNAVAILABLE,
+                            "ServiceUnavailable",
+                        ));
+                    }
+                    _ => {}
+                }
+                let forward = super::relay::request(&client, &upstream, &parts, body, true);
+                let answer = forward.send().await.map_err(std::io::Error::other)?;
+                let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
+                let bytes = answer.bytes().await.unwrap_or_default();
+                Ok(super::relay::response(status, &headers, bytes))
             }
         });
         S3Front { uri, task }
