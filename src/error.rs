@@ -154,6 +154,12 @@ impl Error {
         self.code.is_transient()
     }
 
+    /// Appends what the reader can do about it, keeping the code.
+    pub fn with_advice(mut self, advice: impl fmt::Display) -> Self {
+        self.message = format!("{}; {advice}", self.message);
+        self
+    }
+
     /// Prefixes the message with where it happened, keeping the code.
     pub fn context(mut self, what: impl fmt::Display) -> Self {
         self.message = format!("{what}: {}", self.message);

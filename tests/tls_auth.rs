@@ -13,7 +13,7 @@ use arrow_schema::{DataType, Schema};
 use common::tls::{Caddy, Front, Pki, TokenMock, assert_no_secret, captured_logs, pem_body_lines};
 use common::{Harness, data_files, read_all, row_count, unique};
 use thadam_iceberg::config::{
-    CatalogAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
+    CatalogAuth, ClientAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
 };
 use thadam_iceberg::demo;
 use thadam_iceberg::{Error, ErrorCode, Registrar};
@@ -32,11 +32,21 @@ fn secured(h: &Harness, uri: &str, edit: impl FnOnce(&mut RegistrarConfig)) -> R
 }
 
 fn credential(id: &str, secret: &str, token_uri: &str) -> CatalogAuth {
+    credential_with(id, secret, token_uri, ClientAuth::Body)
+}
+
+fn credential_with(
+    id: &str,
+    secret: &str,
+    token_uri: &str,
+    client_auth: ClientAuth,
+) -> CatalogAuth {
     CatalogAuth::Credential(OAuth2Credential {
         client_id: id.to_string(),
         client_secret: Secret::new(secret),
         scope: "catalog".to_string(),
         oauth2_server_uri: token_uri.parse().expect("token uri"),
+        client_auth,
     })
 }
 
@@ -372,6 +382,82 @@ async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
     let mut secrets = mock.issued();
     secrets.push(secret);
     assert_no_secret(&secrets, &[("logs", &captured_logs().text())]);
+}
+
+/// Token endpoints that want the client authenticated by HTTP Basic (`client_auth: basic`): the
+/// registrar authenticates that way, and with the default (form body) the same endpoint refuses
+/// it with `auth.failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_basic_client_authentication_at_the_token_endpoint() {
+    captured_logs();
+    let client_id = unique("thadam");
+    let secret = format!("{}+/&=:", unique("client-secret"));
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(120)).await;
+    mock.require_basic();
+    let mut h = Harness::new("basic-auth");
+
+    // The default (form body) is refused by a Basic-only endpoint.
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let err = fatal(config).await;
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+    assert_eq!(mock.exchanges(), 0);
+
+    // client_auth: basic works, a schema change included.
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential_with(&client_id, &secret, &mock.token_uri(), ClientAuth::Basic);
+    });
+    registers_with_schema_change(&mut h, config).await;
+    assert!(mock.exchanges() >= 1);
+    assert_eq!(
+        mock.basic_exchanges(),
+        mock.exchanges(),
+        "every exchange used Basic"
+    );
+    let mut secrets = mock.issued();
+    secrets.push(secret);
+    assert_no_secret(
+        &secrets,
+        &[
+            ("logs", &captured_logs().text()),
+            ("the error", &err.to_string()),
+        ],
+    );
+}
+
+/// A catalog that answers 419 (not 401) to an expired token: one re-exchange, then the request is
+/// repeated and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_419_for_an_expired_token_is_renewed_once() {
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(120)).await;
+    mock.answer_expired_with(419);
+    let mut h = Harness::new("status-419");
+    let config = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let handle = Registrar::start(config).await.expect("registrar starts");
+    h.ship_telemetry(0, 10).await;
+    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("registered");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    mock.revoke_latest();
+    let exchanges = mock.exchanges();
+    h.ship_telemetry(1, 10).await;
+    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 2))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect("a 419 is recovered by one re-exchange");
+    assert_eq!(mock.rejected(), 1, "the revoked token met one 419");
+    assert_eq!(mock.exchanges(), exchanges + 1, "exactly one re-exchange");
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(data_files(&table).await.len(), 2);
 }
 
 /// The token source on its own: a token endpoint that is briefly down is transient (retried with

@@ -83,7 +83,16 @@ async fn reconcile(
                 ctx.retry(),
                 &mut shutdown,
                 "creating the table",
-                || create_table(&ctx.client, name, file, &location, props.clone()),
+                || {
+                    create_table(
+                        &ctx.client,
+                        name,
+                        file,
+                        ctx.config.table_location,
+                        &location,
+                        props.clone(),
+                    )
+                },
             )
             .await?;
             // A table that appeared meanwhile (another writer) comes back from register; merge

@@ -351,6 +351,7 @@ mod tests {
             client_secret: Secret::new("s3cr3t"),
             scope: "catalog".into(),
             oauth2_server_uri: "http://127.0.0.1:9/v1/oauth/tokens".parse().expect("url"),
+            client_auth: Default::default(),
         };
         RefreshedToken::start_with_shutdown(
             credential,

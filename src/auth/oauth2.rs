@@ -1,6 +1,7 @@
 //! One OAuth2 client-credentials exchange (`catalog_credential`): `grant_type=client_credentials`,
-//! client id and secret in the form body, sent through the same HTTP client (TLS roots, client
-//! certificate) as every catalog request.
+//! client id and secret in the form body (the REST catalog's convention) or as HTTP Basic
+//! (`client_auth: basic`, which identity providers such as Okta or Entra may require), sent
+//! through the same HTTP client (TLS roots, client certificate) as every catalog request.
 //!
 //! This module only talks to the token endpoint and sorts its answers; when to exchange (first
 //! use, before expiry, after a 401) is the token refresher actor's business
@@ -15,7 +16,7 @@ use std::time::Duration;
 use oauth2::basic::BasicClient;
 use oauth2::{AuthType, ClientId, ClientSecret, RequestTokenError, Scope, TokenResponse, TokenUrl};
 
-use crate::config::{OAuth2Credential, Secret};
+use crate::config::{ClientAuth, OAuth2Credential, Secret};
 use crate::error::{Error, Result};
 use crate::tls::{TlsFailure, error_chain_text, tls_cause};
 
@@ -67,7 +68,7 @@ impl TokenEndpoint {
             .set_client_secret(ClientSecret::new(
                 self.credential.client_secret.expose().to_string(),
             ))
-            .set_auth_type(AuthType::RequestBody)
+            .set_auth_type(auth_type(self.credential.client_auth))
             .set_token_uri(token_url);
         // oauth2 reports a non-JSON error body without its status; keep the status ourselves.
         let status = Arc::new(AtomicU16::new(0));
@@ -115,6 +116,15 @@ impl TokenEndpoint {
             value: Secret::new(response.access_token().secret().to_string()),
             expires_in: response.expires_in(),
         })
+    }
+}
+
+/// The oauth2 crate's name for `client_auth`. Basic follows RFC 6749 section 2.3.1 (id and secret
+/// form-urlencoded, then base64), which is what the crate does.
+fn auth_type(client_auth: ClientAuth) -> AuthType {
+    match client_auth {
+        ClientAuth::Body => AuthType::RequestBody,
+        ClientAuth::Basic => AuthType::BasicAuth,
     }
 }
 

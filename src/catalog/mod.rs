@@ -11,4 +11,4 @@ pub mod outcome;
 pub mod rest;
 
 pub use outcome::{CallKind, StatusOutcome, classify_status};
-pub use rest::{CommitError, RestClient, TableName, redacted_url};
+pub use rest::{CommitError, RestClient, Staged, TableName, redacted_url};

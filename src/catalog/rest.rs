@@ -9,8 +9,8 @@ use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent, TableRequirement, TableUpdate};
 use iceberg_catalog_rest::{
-    CommitTableRequest, CommitTableResponse, CreateNamespaceRequest, LoadTableResult,
-    RegisterTableRequest,
+    CommitTableRequest, CommitTableResponse, CreateNamespaceRequest, CreateTableRequest,
+    LoadTableResult, RegisterTableRequest,
 };
 use iceberg_storage_opendal::OpenDalStorageFactory;
 use reqwest::{Method, StatusCode};
@@ -66,6 +66,22 @@ pub enum CommitError {
     NotApplied(Error),
     /// Fatal: auth, TLS trust, or a request the catalog will never accept.
     Fatal(Error),
+}
+
+/// What a staged create (`stage-create: true`, nothing is created) answered.
+#[derive(Debug)]
+pub enum Staged {
+    /// The catalog would create the table at `location`, with this per-table config.
+    Accepted {
+        location: String,
+        config: HashMap<String, String>,
+    },
+    /// The catalog refused the request (400, 403, 422): for a client-chosen location, that it
+    /// does not allow the location. `message` is the catalog's own explanation.
+    Refused { status: u16, message: String },
+    /// The catalog does not answer staged creates here (404: namespace or endpoint absent, 405,
+    /// 406, 501), so nothing can be concluded.
+    Unsupported { status: u16, message: String },
 }
 
 /// The parts of `GET /v1/config` the registrar uses.
@@ -294,6 +310,53 @@ impl RestClient {
         match response.status() {
             s if s.is_success() => Ok(true),
             StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(status_error(response, &what).await),
+        }
+    }
+
+    /// Asks the catalog where it would create `table` (`location: None`) or whether it accepts
+    /// `location`, without creating anything: `POST .../tables` with `stage-create: true`.
+    pub async fn stage_create(
+        &self,
+        table: &TableName,
+        schema: &iceberg::spec::Schema,
+        location: Option<&str>,
+    ) -> Result<Staged> {
+        let ns = table.namespace.join("\u{1f}");
+        let url = self.inner.url(&["namespaces", &ns, "tables"], true)?;
+        let what = format!("stage the creation of table {table}");
+        let body = serde_json::to_vec(&CreateTableRequest {
+            name: table.name.clone(),
+            location: location.map(str::to_string),
+            schema: schema.clone(),
+            partition_spec: None,
+            write_order: None,
+            stage_create: Some(true),
+            properties: HashMap::new(),
+        })
+        .map_err(|e| Error::internal(format!("cannot encode a create request: {e}")))?;
+        let response = self
+            .inner
+            .send(Method::POST, url, Some(body), None)
+            .await
+            .map_err(SendFailure::into_error)?;
+        let status = response.status().as_u16();
+        match status {
+            200 => {
+                let result: LoadTableResult = read_json(response, &what).await?;
+                Ok(Staged::Accepted {
+                    location: result.metadata.location().to_string(),
+                    config: result.config,
+                })
+            }
+            400 | 403 | 422 => Ok(Staged::Refused {
+                status,
+                message: error_message(response).await,
+            }),
+            404 | 405 | 406 | 501 => Ok(Staged::Unsupported {
+                status,
+                message: error_message(response).await,
+            }),
             _ => Err(status_error(response, &what).await),
         }
     }

@@ -27,9 +27,9 @@ use std::path::Path;
 
 pub use secret::Secret;
 pub use types::{
-    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER,
-    DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig, RetryPolicy, StoreConfig,
-    TableRoot, UnsignedPolicy,
+    CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
+    DEFAULT_UNREADY_AFTER, DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig,
+    RetryPolicy, StoreConfig, TableLocation, TableRoot, UnsignedPolicy,
 };
 
 use crate::error::{Error, Result};

@@ -40,6 +40,7 @@ pub(crate) struct RawIceberg {
     pub url: Option<Value>,
     pub namespace: Option<Value>,
     pub create_table: Option<Value>,
+    pub table_location: Option<Value>,
     pub store: Option<Value>,
     pub retry: Option<Value>,
     pub commit: Option<Value>,
@@ -55,6 +56,7 @@ pub(crate) struct RawCredential {
     pub client_secret: Option<Value>,
     pub scope: Option<Value>,
     pub oauth2_server_uri: Option<Value>,
+    pub client_auth: Option<Value>,
 }
 
 /// `store:`.

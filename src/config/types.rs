@@ -41,6 +41,8 @@ pub struct RegistrarConfig {
     pub namespace: Vec<String>,
     /// Whether an absent table (and namespace) is created. Default false.
     pub create_table: bool,
+    /// `table_location`: who chooses the location of a table the registrar creates.
+    pub table_location: TableLocation,
     /// S3 access for metadata, manifests and footer reads.
     pub store: StoreConfig,
     /// Backoff for transient failures.
@@ -67,17 +69,42 @@ pub enum CatalogAuth {
     Credential(OAuth2Credential),
 }
 
+/// `table_location`: who chooses where a table the registrar creates lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TableLocation {
+    /// The spec's rule: `{url}/thadam/v1/{pipeline}/{dataset}`, the directory the shipper owns.
+    /// The registrar writes the first metadata file there and registers it.
+    #[default]
+    Shipper,
+    /// The catalog chooses (Polaris, S3 Tables, Unity and others refuse client-chosen locations
+    /// outside the places they allow). Data files stay where the shipper put them and are
+    /// registered by their absolute URI.
+    Catalog,
+}
+
+/// How the client authenticates at the OAuth2 token endpoint (RFC 6749 section 2.3.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// `client_id` and `client_secret` in the form body: the REST catalog's own convention.
+    #[default]
+    Body,
+    /// HTTP Basic (`Authorization: Basic ...`), which some identity providers require.
+    Basic,
+}
+
 /// `catalog_credential`: OAuth2 client-credentials grant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OAuth2Credential {
     /// Non-empty, without `:` (it is joined to the secret with `:` in client authentication).
     pub client_id: String,
-    /// Sent only in the token request's form body.
+    /// Sent only to the token endpoint (form body or HTTP Basic, per `client_auth`).
     pub client_secret: Secret,
     /// Default `catalog`, the REST catalog's own default scope.
     pub scope: String,
     /// The token endpoint. Default `{catalog_uri without trailing /}/v1/oauth/tokens`.
     pub oauth2_server_uri: Url,
+    /// `client_auth: body | basic`. Default `body`.
+    pub client_auth: ClientAuth,
 }
 
 /// `catalog_client_cert` + `catalog_client_key`: both existing PEM files, checked at load.

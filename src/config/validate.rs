@@ -11,8 +11,9 @@ use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
-    CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER,
-    OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
+    CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
+    DEFAULT_UNREADY_AFTER, OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
+    TableLocation,
 };
 use super::urls;
 use crate::error::Result;
@@ -85,6 +86,7 @@ pub(crate) fn registrar(
     let create_table = ctx
         .flag("config.create_table", raw.create_table.as_ref())?
         .unwrap_or(false);
+    let table_location = table_location(&ctx, &raw)?;
 
     // Rules 13, 14.
     let store = store(&ctx, raw_store)?;
@@ -120,6 +122,7 @@ pub(crate) fn registrar(
         url,
         namespace,
         create_table,
+        table_location,
         store,
         retry,
         commit,
@@ -322,12 +325,46 @@ fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result
             default_token_endpoint(catalog_uri).map_err(|e| ctx.err("config.catalog_uri", e))?
         }
     };
+    let client_auth = match ctx
+        .optional(
+            "config.catalog_credential.client_auth",
+            raw.client_auth.as_ref(),
+        )?
+        .as_deref()
+    {
+        None | Some("body") => ClientAuth::Body,
+        Some("basic") => ClientAuth::Basic,
+        Some(_) => {
+            return Err(ctx.err(
+                "config.catalog_credential.client_auth",
+                "must be body (client_id and client_secret in the form body, the default) or \
+                 basic (HTTP Basic, as some identity providers require)",
+            ));
+        }
+    };
     Ok(OAuth2Credential {
         client_id,
         client_secret,
         scope,
         oauth2_server_uri,
+        client_auth,
     })
+}
+
+/// `table_location: shipper | catalog`.
+fn table_location(ctx: &Ctx, raw: &RawIceberg) -> Result<TableLocation> {
+    match ctx
+        .optional("config.table_location", raw.table_location.as_ref())?
+        .as_deref()
+    {
+        None | Some("shipper") => Ok(TableLocation::Shipper),
+        Some("catalog") => Ok(TableLocation::Catalog),
+        Some(_) => Err(ctx.err(
+            "config.table_location",
+            "must be shipper (the table lives under the shipper's {url}/thadam/v1/{pipeline}/\
+             {dataset}, the default) or catalog (the catalog chooses where a created table lives)",
+        )),
+    }
 }
 
 /// `{catalog_uri without trailing /}/v1/oauth/tokens`, the REST spec's token endpoint.

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use object_store::ObjectStore;
 
-use crate::catalog::{RestClient, TableName};
-use crate::config::{CatalogAuth, Config, RegistrarConfig, UnsignedPolicy};
+use crate::catalog::{RestClient, Staged, TableName};
+use crate::config::{CatalogAuth, Config, RegistrarConfig, TableLocation, UnsignedPolicy};
 use crate::error::{Error, ErrorCode};
 use crate::protocol::segment_log::{LogEntry, SegmentLogReader};
 
@@ -30,6 +30,9 @@ pub enum Verdict {
     Fail(ErrorCode),
     /// Not run, because a check it depends on failed.
     Skipped,
+    /// Ran, but the answer could not tell whether this will work (printed `warn`, never `ok`);
+    /// the detail says what is not known and why. Not a failure: the exit code stays 0.
+    CannotTell,
 }
 
 /// One line of the report.
@@ -71,9 +74,11 @@ impl CheckReport {
         }
     }
 
-    /// Whether every check passed.
+    /// Whether every check passed, or ran and could not tell (those print `warn`).
     pub fn passed(&self) -> bool {
-        self.lines.iter().all(|l| l.verdict == Verdict::Ok)
+        self.lines
+            .iter()
+            .all(|l| matches!(l.verdict, Verdict::Ok | Verdict::CannotTell))
     }
 
     /// The code of the first failed check, if any (the runner's exit code follows it).
@@ -98,6 +103,7 @@ impl fmt::Display for CheckLine {
             Verdict::Ok => "ok  ",
             Verdict::Fail(_) => "FAIL",
             Verdict::Skipped => "skip",
+            Verdict::CannotTell => "warn",
         };
         match &self.sink {
             Some(sink) => write!(f, "{verdict} [{sink}] {}: {}", self.check, self.detail),
@@ -112,7 +118,18 @@ impl fmt::Display for CheckReport {
             writeln!(f, "{line}")?;
         }
         let failed = self.failures().count();
-        if failed == 0 {
+        let unknown = self
+            .lines
+            .iter()
+            .filter(|l| l.verdict == Verdict::CannotTell)
+            .count();
+        if failed == 0 && unknown > 0 {
+            writeln!(
+                f,
+                "no check failed; {unknown} of {} could not tell (warn, above)",
+                self.lines.len()
+            )
+        } else if failed == 0 {
             writeln!(f, "all {} checks passed", self.lines.len())
         } else {
             writeln!(f, "{failed} of {} checks failed", self.lines.len())
@@ -180,7 +197,13 @@ pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport)
         };
         let check = format!("table {table}");
         match &client {
-            Some(client) => report.outcome(sink, check, check_table(config, client, &table).await),
+            Some(client) => match check_table(config, client, &table).await {
+                Ok(TableVerdict::Ok(detail)) => report.push(Some(sink), check, Verdict::Ok, detail),
+                Ok(TableVerdict::CannotTell(detail)) => {
+                    report.push(Some(sink), check, Verdict::CannotTell, detail)
+                }
+                Err(e) => report.push(Some(sink), check, Verdict::Fail(e.code()), e.to_string()),
+            },
             None => report.push(
                 Some(sink),
                 check,
@@ -367,20 +390,26 @@ fn check_segment_catalog(config: &RegistrarConfig) -> Result<String, Error> {
     ))
 }
 
+/// What the table check found, when it did not fail.
+enum TableVerdict {
+    Ok(String),
+    CannotTell(String),
+}
+
 async fn check_table(
     config: &RegistrarConfig,
     client: &RestClient,
     table: &TableName,
-) -> Result<String, Error> {
+) -> Result<TableVerdict, Error> {
     let loaded = timed(&format!("loading table {table}"), client.load_table(table)).await?;
     if let Some(t) = loaded {
         let m = t.metadata();
-        return Ok(format!(
+        return Ok(TableVerdict::Ok(format!(
             "exists (format v{}, {} snapshot(s), schema {})",
             m.format_version() as u8,
             m.snapshots().count(),
             m.current_schema_id()
-        ));
+        )));
     }
     if !config.create_table {
         return Err(Error::new(
@@ -398,12 +427,70 @@ async fn check_table(
         client.namespace_exists(&config.namespace),
     )
     .await?;
-    Ok(if exists {
-        "absent; create_table: true creates it from the first segment's footer".to_string()
-    } else {
-        format!(
+    let shipper_location = config.url.table_location(&config.pipeline, &table.name);
+    if !exists {
+        let detail = format!(
             "absent, and so is namespace {namespace}; create_table: true creates both from the \
              first segment's footer"
-        )
-    })
+        );
+        return Ok(match config.table_location {
+            // Nothing to ask: the catalog picks a place of its own.
+            TableLocation::Catalog => TableVerdict::Ok(detail),
+            TableLocation::Shipper => TableVerdict::CannotTell(format!(
+                "{detail}; whether the catalog accepts the table at {shipper_location} cannot be \
+                 asked before the namespace exists (if it only allows locations it chooses, set \
+                 table_location: catalog)"
+            )),
+        });
+    }
+    let asked = match config.table_location {
+        TableLocation::Shipper => Some(shipper_location.as_str()),
+        TableLocation::Catalog => None,
+    };
+    let staged = timed(
+        &format!("asking the catalog about a table at {shipper_location}"),
+        client.stage_create(table, &probe_schema()?, asked),
+    )
+    .await?;
+    let created = "create_table: true creates it from the first segment's footer";
+    match (staged, config.table_location) {
+        (Staged::Accepted { .. }, TableLocation::Shipper) => Ok(TableVerdict::Ok(format!(
+            "absent; the catalog accepts a table at {shipper_location} (asked with a staged \
+             create, nothing created); {created}"
+        ))),
+        (Staged::Accepted { location, .. }, TableLocation::Catalog) => Ok(TableVerdict::Ok(
+            format!("absent; the catalog would create it at {location}; {created}"),
+        )),
+        (Staged::Refused { status, message }, TableLocation::Shipper) => Err(Error::new(
+            ErrorCode::CatalogRejected,
+            format!(
+                "table {table} is absent and the catalog refuses to create it at \
+                 {shipper_location} ({status}: {message}); if the catalog only allows table \
+                 locations it chooses, set table_location: catalog on sink {}",
+                config.id
+            ),
+        )),
+        (Staged::Refused { status, message }, TableLocation::Catalog) => Err(Error::new(
+            ErrorCode::CatalogRejected,
+            format!(
+                "table {table} is absent and the catalog refuses to create it ({status}: \
+                 {message}); check that the registrar may create tables in namespace {namespace}"
+            ),
+        )),
+        (Staged::Unsupported { status, message }, _) => Ok(TableVerdict::CannotTell(format!(
+            "absent; the catalog does not answer staged creates ({status}: {message}), so \
+             whether it will accept the table cannot be told before the first segment; {created}"
+        ))),
+    }
+}
+
+/// The schema a staged create is asked with: any valid one will do, nothing is created.
+fn probe_schema() -> Result<iceberg::spec::Schema, Error> {
+    use iceberg::spec::{NestedField, PrimitiveType, Type};
+    iceberg::spec::Schema::builder()
+        .with_fields(vec![
+            NestedField::optional(1, "thadam_probe", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()
+        .map_err(|e| Error::internal(format!("cannot build the probe schema: {e}")))
 }

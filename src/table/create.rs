@@ -2,17 +2,27 @@
 //!
 //! REST `create_table` lets the server assign field IDs (the reference fixture renumbers them),
 //! and iceberg's `TableMetadataBuilder::new` renumbers too. Field IDs are what the Parquet files
-//! are read by, so the registrar writes the first metadata file itself, with the file's IDs, and
-//! registers it (`POST .../register`).
+//! are read by, so the registrar authors the first metadata itself, with the file's IDs
+//! ([`initial_metadata`]), and hands it to the catalog in one of two ways, per `table_location`:
+//!
+//! - `shipper` (the spec's rule): the table lives under the shipper's directory. The registrar
+//!   writes the metadata file there and registers it (`POST .../register`).
+//! - `catalog`: the catalog chooses the location, as Polaris, S3 Tables, Unity and others insist.
+//!   A staged create (`stage-create: true`, nothing created) asks where; then one commit with the
+//!   `assert-create` requirement creates the table from the authored metadata as a list of
+//!   updates, the way Java's create transactions do. Servers apply `add-schema` as given, so the
+//!   IDs survive. Data files stay where the shipper put them, registered by absolute URI.
 
 use std::collections::HashMap;
 
 use iceberg::spec::{Schema, TableMetadata};
 use iceberg::table::Table;
+use iceberg::{TableRequirement, TableUpdate};
 use serde_json::json;
 
-use crate::catalog::{RestClient, TableName};
-use crate::error::{Error, Result};
+use crate::catalog::{CommitError, RestClient, Staged, TableName};
+use crate::config::TableLocation;
+use crate::error::{Error, ErrorCode, Result};
 
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
@@ -56,15 +66,78 @@ pub fn initial_metadata(
         .map_err(|e| Error::internal(format!("the authored table metadata is not valid: {e}")))
 }
 
-/// Writes the first metadata file under `{location}/metadata/` and registers it.
+/// The updates that build `metadata` from nothing, in the order Java's `TableMetadata` lists the
+/// changes of a new table: a spec binds to the current schema, so the schema comes first. `-1`
+/// means "the one added by this commit".
+pub fn creation_updates(metadata: &TableMetadata) -> Vec<TableUpdate> {
+    vec![
+        TableUpdate::AssignUuid {
+            uuid: metadata.uuid(),
+        },
+        TableUpdate::UpgradeFormatVersion {
+            format_version: metadata.format_version(),
+        },
+        TableUpdate::AddSchema {
+            schema: metadata.current_schema().as_ref().clone(),
+        },
+        TableUpdate::SetCurrentSchema { schema_id: -1 },
+        TableUpdate::AddSpec {
+            spec: metadata
+                .default_partition_spec()
+                .as_ref()
+                .clone()
+                .into_unbound(),
+        },
+        TableUpdate::SetDefaultSpec { spec_id: -1 },
+        TableUpdate::AddSortOrder {
+            sort_order: metadata.default_sort_order().as_ref().clone(),
+        },
+        TableUpdate::SetDefaultSortOrder { sort_order_id: -1 },
+        TableUpdate::SetLocation {
+            location: metadata.location().to_string(),
+        },
+        TableUpdate::SetProperties {
+            updates: metadata.properties().clone(),
+        },
+    ]
+}
+
+/// Creates `table` with `schema`'s own field IDs, where `placement` says. `shipper_location` is
+/// the spec's `{url}/thadam/v1/{pipeline}/{dataset}`. A table another writer created meanwhile is
+/// returned as it is (the caller merges into it like into any existing table).
 pub async fn create_table(
+    client: &RestClient,
+    table: &TableName,
+    schema: &Schema,
+    placement: TableLocation,
+    shipper_location: &str,
+    properties: HashMap<String, String>,
+) -> Result<Table> {
+    client.ensure_namespace(&table.namespace).await?;
+    match placement {
+        TableLocation::Shipper => {
+            register_at_shipper_location(client, table, schema, shipper_location, properties).await
+        }
+        TableLocation::Catalog => {
+            create_where_catalog_says(client, table, schema, properties).await
+        }
+    }
+}
+
+/// What to tell a user whose catalog refused the shipper's location.
+const LOCATION_ADVICE: &str = "if the catalog only allows table locations it chooses (Polaris, S3 \
+     Tables, Unity, ...), set table_location: catalog on the sink (data files stay where the \
+     shipper put them), or allow this location in the catalog";
+
+/// `table_location: shipper`: writes the first metadata file under `{location}/metadata/` and
+/// registers it.
+async fn register_at_shipper_location(
     client: &RestClient,
     table: &TableName,
     schema: &Schema,
     location: &str,
     properties: HashMap<String, String>,
 ) -> Result<Table> {
-    client.ensure_namespace(&table.namespace).await?;
     let metadata = initial_metadata(schema, location, properties)?;
     let path = format!(
         "{}/metadata/00000-{}.metadata.json",
@@ -80,7 +153,128 @@ pub async fn create_table(
         .write(bytes.into())
         .await
         .map_err(|e| Error::unavailable(format!("writing table metadata {path} failed: {e}")))?;
-    let created = client.register_table(table, &path).await?;
+    let created = client
+        .register_table(table, &path)
+        .await
+        .map_err(|e| match e.code() {
+            // Refused (not a fault): most often a location outside what the catalog allows.
+            ErrorCode::CatalogRejected | ErrorCode::AuthFailed => e
+                .context(format!("registering table {table} at {location}"))
+                .with_advice(LOCATION_ADVICE),
+            _ => e,
+        })?;
     tracing::info!(table = %table, location, "created table with the segment's field IDs");
     Ok(created)
+}
+
+/// `table_location: catalog`: a staged create for the location, then one `assert-create` commit.
+async fn create_where_catalog_says(
+    client: &RestClient,
+    table: &TableName,
+    schema: &Schema,
+    properties: HashMap<String, String>,
+) -> Result<Table> {
+    let location = match client.stage_create(table, schema, None).await? {
+        Staged::Accepted { location, .. } => location,
+        Staged::Refused { status, message } | Staged::Unsupported { status, message } => {
+            return Err(Error::new(
+                ErrorCode::CatalogRejected,
+                format!(
+                    "the catalog answered {status} when asked where to create table {table} \
+                     (a staged create): {message}; check that the registrar may create tables in \
+                     this namespace, or create the table yourself"
+                ),
+            ));
+        }
+    };
+    let metadata = initial_metadata(schema, &location, properties)?;
+    let updates = creation_updates(&metadata);
+    match client
+        .commit(table, vec![TableRequirement::NotExist], updates, None)
+        .await
+    {
+        Ok(created) => {
+            tracing::info!(
+                table = %table,
+                location = %created.metadata().location(),
+                "created table at the location the catalog chose, with the segment's field IDs"
+            );
+            Ok(created)
+        }
+        // Another writer created it first; or our own create was applied and its answer lost.
+        // Either way the table exists now: take it as it is.
+        Err(CommitError::Conflict(_)) | Err(CommitError::Unknown(_))
+            if let Some(existing) = client.load_table(table).await? =>
+        {
+            Ok(existing)
+        }
+        Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => Err(e),
+        Err(CommitError::Conflict(message)) => Err(Error::unavailable(format!(
+            "creating table {table}: the catalog reported a conflict ({message}) but has no \
+             such table; retrying"
+        ))
+        .with_retry_hint("conflict", None)),
+        Err(CommitError::Fatal(e)) => {
+            Err(e.context(format!("creating table {table} at {location}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{NestedField, PrimitiveType, Type};
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                NestedField::required(7, "ts", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(3, "device", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .expect("schema")
+    }
+
+    #[test]
+    fn creation_updates_carry_the_files_field_ids_and_the_chosen_location() {
+        let metadata = initial_metadata(
+            &schema(),
+            "s3://warehouse/ns/t",
+            HashMap::from([("k".to_string(), "v".to_string())]),
+        )
+        .expect("metadata");
+        let updates = creation_updates(&metadata);
+        let json = serde_json::to_value(&updates).expect("json");
+        let actions: Vec<&str> = json
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|u| u["action"].as_str().expect("action"))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "assign-uuid",
+                "upgrade-format-version",
+                "add-schema",
+                "set-current-schema",
+                "add-spec",
+                "set-default-spec",
+                "add-sort-order",
+                "set-default-sort-order",
+                "set-location",
+                "set-properties",
+            ]
+        );
+        let ids: Vec<i64> = json[2]["schema"]["fields"]
+            .as_array()
+            .expect("fields")
+            .iter()
+            .map(|f| f["id"].as_i64().expect("id"))
+            .collect();
+        assert_eq!(ids, [7, 3], "the file's own field IDs, not renumbered");
+        assert_eq!(json[8]["location"], "s3://warehouse/ns/t");
+        assert_eq!(json[9]["updates"]["k"], "v");
+        assert_eq!(json[1]["format-version"], 2);
+    }
 }

@@ -322,6 +322,12 @@ struct MockState {
     unavailable: AtomicU64,
     /// Every exchange from now on answers 401 invalid_client.
     refusing: AtomicBool,
+    /// Client authentication must be HTTP Basic; credentials in the form body are refused.
+    basic_only: AtomicBool,
+    /// Exchanges that authenticated by HTTP Basic.
+    basic_exchanges: AtomicU64,
+    /// What the front answers to an expired or revoked token: 401, or 419 as some catalogs do.
+    expired_status: std::sync::atomic::AtomicU16,
     upstream: String,
     http: reqwest::Client,
 }
@@ -347,6 +353,9 @@ impl TokenMock {
             forwarded: AtomicU64::new(0),
             unavailable: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
+            basic_only: AtomicBool::new(false),
+            basic_exchanges: AtomicU64::new(0),
+            expired_status: std::sync::atomic::AtomicU16::new(401),
             upstream: format!("http://{}", fixture_upstream()),
             http: reqwest::Client::builder()
                 .build()
@@ -393,6 +402,22 @@ impl TokenMock {
         self.state.refusing.store(true, Ordering::SeqCst);
     }
 
+    /// From now on the token endpoint accepts client authentication by HTTP Basic only.
+    pub fn require_basic(&self) {
+        self.state.basic_only.store(true, Ordering::SeqCst);
+    }
+
+    /// Successful exchanges that authenticated by HTTP Basic.
+    pub fn basic_exchanges(&self) -> u64 {
+        self.state.basic_exchanges.load(Ordering::SeqCst)
+    }
+
+    /// The status the front answers to an expired or revoked token (401 by default; 419 is what
+    /// some catalogs send).
+    pub fn answer_expired_with(&self, status: u16) {
+        self.state.expired_status.store(status, Ordering::SeqCst);
+    }
+
     /// The lifetime of tokens issued from now on.
     pub fn set_ttl(&self, ttl: Duration) {
         self.state
@@ -430,9 +455,45 @@ impl Drop for TokenMock {
     }
 }
 
-async fn token(State(state): State<Arc<MockState>>, body: axum::body::Bytes) -> Response {
-    let form: std::collections::HashMap<String, String> =
+/// The client id and secret of an `Authorization: Basic` header, each form-urlencoded first as
+/// RFC 6749 section 2.3.1 says.
+fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    use base64::Engine;
+    let encoded = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (id, secret) = text.split_once(':')?;
+    let unescape = |s: &str| {
+        url::form_urlencoded::parse(format!("v={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+    };
+    Some((unescape(id)?, unescape(secret)?))
+}
+
+async fn token(
+    State(state): State<Arc<MockState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let mut form: std::collections::HashMap<String, String> =
         url::form_urlencoded::parse(&body).into_owned().collect();
+    let basic = basic_credentials(&headers);
+    if state.basic_only.load(Ordering::SeqCst) {
+        // Credentials in the body do not count; only the header's.
+        form.remove("client_id");
+        form.remove("client_secret");
+    }
+    if let Some((id, secret)) = &basic {
+        form.insert("client_id".into(), id.clone());
+        form.insert("client_secret".into(), secret.clone());
+    }
     let get = |k: &str| form.get(k).map(String::as_str);
     let down = state
         .unavailable
@@ -450,6 +511,9 @@ async fn token(State(state): State<Arc<MockState>>, body: axum::body::Bytes) -> 
             StatusCode::UNAUTHORIZED,
             r#"{"error":"invalid_client"}"#.into(),
         );
+    }
+    if basic.is_some() {
+        state.basic_exchanges.fetch_add(1, Ordering::SeqCst);
     }
     let n = state.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
     let ttl = Duration::from_millis(state.ttl_ms.load(Ordering::SeqCst));
@@ -494,8 +558,10 @@ fn live(state: &MockState, headers: &HeaderMap) -> bool {
 async fn front(State(state): State<Arc<MockState>>, request: Request) -> Response {
     if !live(&state, request.headers()) {
         state.rejected.fetch_add(1, Ordering::SeqCst);
+        let status = StatusCode::from_u16(state.expired_status.load(Ordering::SeqCst))
+            .unwrap_or(StatusCode::UNAUTHORIZED);
         return json(
-            StatusCode::UNAUTHORIZED,
+            status,
             r#"{"error":{"message":"token expired or unknown","type":"NotAuthorizedException","code":401}}"#
                 .into(),
         );
