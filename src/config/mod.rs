@@ -28,8 +28,8 @@ use std::path::Path;
 pub use secret::Secret;
 pub use types::{
     CatalogAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER,
-    DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig, RetryPolicy, StoreConfig,
-    TableRoot, UnsignedPolicy,
+    DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig, RetryPolicy, SigV4Credential,
+    StoreConfig, TableRoot, UnsignedPolicy,
 };
 
 use crate::error::{Error, Result};
