@@ -1574,7 +1574,10 @@ fn catalog_sigv4_parses_with_keys_resolved_and_never_in_debug() {
     assert_eq!(sigv4.signing_name, "glue");
     assert_eq!(sigv4.access_key_id.expose(), ACCESS_KEY);
     assert_eq!(sigv4.secret_access_key.expose(), SECRET_KEY);
-    assert_eq!(sigv4.session_token.as_ref().map(Secret::expose), Some(TOKEN));
+    assert_eq!(
+        sigv4.session_token.as_ref().map(Secret::expose),
+        Some(TOKEN)
+    );
     assert_no_secret(&format!("{config:?}"));
 
     // The session token is optional; S3 Tables' signing name is accepted like Glue's.
@@ -1607,7 +1610,11 @@ fn catalog_sigv4_is_exclusive_with_catalog_token_and_catalog_credential() {
                 "{client_id: a, client_secret: '${file:secrets/client_secret}'}",
             );
         }),
-        &["config.catalog_sigv4", "config.catalog_credential", "not both"],
+        &[
+            "config.catalog_sigv4",
+            "config.catalog_credential",
+            "not both",
+        ],
     );
     // Reported before the secrets are resolved: a missing secret file does not hide it.
     fx.fails(
@@ -1650,7 +1657,10 @@ fn catalog_sigv4_keys_are_checked_without_quoting_secrets() {
     );
     fx.fails(
         &with("EU West 1", "glue", "AKID", secret, ""),
-        &["config.catalog_sigv4.region", "lowercase letters, digits and `-`"],
+        &[
+            "config.catalog_sigv4.region",
+            "lowercase letters, digits and `-`",
+        ],
     );
     fx.fails(
         &with("eu-west-1", "", "AKID", secret, ""),
