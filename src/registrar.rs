@@ -180,7 +180,8 @@ impl CatalogTokens {
         shutdown: Option<crate::shutdown::Shutdown>,
     ) -> Result<CatalogTokens> {
         Ok(match &config.catalog_auth {
-            CatalogAuth::None => CatalogTokens {
+            // A signed request carries no bearer token: the signer in the REST client is all.
+            CatalogAuth::None | CatalogAuth::SigV4(_) => CatalogTokens {
                 source: Arc::new(NoAuth),
                 refreshed: None,
             },
@@ -218,6 +219,10 @@ async fn connect_with(
         retry: config.retry,
         warehouse: config.catalog_warehouse.clone(),
         headers: config.catalog_headers.clone(),
+        sigv4: match &config.catalog_auth {
+            CatalogAuth::SigV4(credential) => Some(credential.clone()),
+            _ => None,
+        },
     })
     .await
 }

@@ -1546,3 +1546,186 @@ fn catalog_warehouse_and_headers_parse_and_are_checked() {
     );
     assert!(!msg.contains("pw-SECRET"), "{msg}");
 }
+
+// catalog_sigv4 (issue 15, part 2).
+
+/// A full `catalog_sigv4`, its keys from a variable and a file (the same secrets as elsewhere).
+const SIGV4: &str = "{region: eu-west-1, signing_name: glue, \
+     access_key_id: '${env:THADAM_CFG_TEST_ACCESS_KEY}', \
+     secret_access_key: '${file:secrets/key_secret}', \
+     session_token: '${env:THADAM_CFG_TEST_FLAG_SECRET}'}";
+
+/// The base with `catalog_sigv4: sigv4` instead of its `catalog_token`.
+fn sigv4_doc(sigv4: &str) -> Value {
+    edited(|d| {
+        remove(d, &reg("catalog_token"));
+        set(d, &reg("catalog_sigv4"), sigv4);
+    })
+}
+
+#[test]
+fn catalog_sigv4_parses_with_keys_resolved_and_never_in_debug() {
+    let fx = Fixture::new();
+    let config = fx.load_ok(&sigv4_doc(SIGV4));
+    let CatalogAuth::SigV4(sigv4) = &config.catalog_auth else {
+        panic!("expected SigV4 auth, got {:?}", config.catalog_auth);
+    };
+    assert_eq!(sigv4.region, "eu-west-1");
+    assert_eq!(sigv4.signing_name, "glue");
+    assert_eq!(sigv4.access_key_id.expose(), ACCESS_KEY);
+    assert_eq!(sigv4.secret_access_key.expose(), SECRET_KEY);
+    assert_eq!(
+        sigv4.session_token.as_ref().map(Secret::expose),
+        Some(TOKEN)
+    );
+    assert_no_secret(&format!("{config:?}"));
+
+    // The session token is optional; S3 Tables' signing name is accepted like Glue's.
+    let config = fx.load_ok(&sigv4_doc(
+        "{region: us-east-1, signing_name: s3tables, access_key_id: AKIDEXAMPLE, \
+         secret_access_key: '${file:secrets/key_secret}'}",
+    ));
+    let CatalogAuth::SigV4(sigv4) = &config.catalog_auth else {
+        panic!("expected SigV4 auth, got {:?}", config.catalog_auth);
+    };
+    assert_eq!(sigv4.signing_name, "s3tables");
+    assert!(sigv4.session_token.is_none());
+}
+
+#[test]
+fn catalog_sigv4_is_exclusive_with_catalog_token_and_catalog_credential() {
+    let fx = Fixture::new();
+    // The base has a catalog_token.
+    fx.fails(
+        &edited(|d| set(d, &reg("catalog_sigv4"), SIGV4)),
+        &["config.catalog_sigv4", "config.catalog_token", "not both"],
+    );
+    fx.fails(
+        &edited(|d| {
+            remove(d, &reg("catalog_token"));
+            set(d, &reg("catalog_sigv4"), SIGV4);
+            set(
+                d,
+                &reg("catalog_credential"),
+                "{client_id: a, client_secret: '${file:secrets/client_secret}'}",
+            );
+        }),
+        &[
+            "config.catalog_sigv4",
+            "config.catalog_credential",
+            "not both",
+        ],
+    );
+    // Reported before the secrets are resolved: a missing secret file does not hide it.
+    fx.fails(
+        &edited(|d| {
+            set(
+                d,
+                &reg("catalog_sigv4"),
+                "{region: r, signing_name: glue, access_key_id: a, \
+                 secret_access_key: '${file:secrets/absent}'}",
+            )
+        }),
+        &["config.catalog_sigv4", "config.catalog_token"],
+    );
+}
+
+#[test]
+fn catalog_sigv4_keys_are_checked_without_quoting_secrets() {
+    let fx = Fixture::new();
+    let with = |region: &str, name: &str, id: &str, secret: &str, extra: &str| {
+        let mut fields = Vec::new();
+        for (key, value) in [
+            ("region", region),
+            ("signing_name", name),
+            ("access_key_id", id),
+            ("secret_access_key", secret),
+        ] {
+            if !value.is_empty() {
+                fields.push(format!("{key}: {value}"));
+            }
+        }
+        if !extra.is_empty() {
+            fields.push(extra.to_string());
+        }
+        sigv4_doc(&format!("{{{}}}", fields.join(", ")))
+    };
+    let secret = "'${file:secrets/key_secret}'";
+    fx.fails(
+        &with("", "glue", "AKID", secret, ""),
+        &["config.catalog_sigv4.region", "region"],
+    );
+    fx.fails(
+        &with("EU West 1", "glue", "AKID", secret, ""),
+        &[
+            "config.catalog_sigv4.region",
+            "lowercase letters, digits and `-`",
+        ],
+    );
+    fx.fails(
+        &with("eu-west-1", "", "AKID", secret, ""),
+        &["config.catalog_sigv4.signing_name", "s3tables"],
+    );
+    fx.fails(
+        &with("eu-west-1", "glue/x", "AKID", secret, ""),
+        &["config.catalog_sigv4.signing_name", "lowercase"],
+    );
+    fx.fails(
+        &with("eu-west-1", "glue", "", secret, ""),
+        &["config.catalog_sigv4.access_key_id", "required"],
+    );
+    fx.fails(
+        &with("eu-west-1", "glue", "'AK/ID'", secret, ""),
+        &["config.catalog_sigv4.access_key_id", "`/`"],
+    );
+    fx.fails(
+        &with("eu-west-1", "glue", "AKID", "", ""),
+        &["config.catalog_sigv4.secret_access_key", "required"],
+    );
+    fx.write("secrets/empty", "\n");
+    fx.fails(
+        &with("eu-west-1", "glue", "AKID", "'${file:secrets/empty}'", ""),
+        &["config.catalog_sigv4.secret_access_key", "empty"],
+    );
+    let msg = fx.fails(
+        &with(
+            "eu-west-1",
+            "glue",
+            "AKID",
+            secret,
+            "session_token: \"st-SECRET\\nsecond\"",
+        ),
+        &["config.catalog_sigv4.session_token", "control character"],
+    );
+    assert!(!msg.contains("st-SECRET"), "{msg}");
+    fx.fails(
+        &with("eu-west-1", "glue", "AKID", secret, "regoin: eu-west-2"),
+        &["config.catalog_sigv4", "regoin"],
+    );
+    fx.fails(&sigv4_doc("[a, b]"), &["config.catalog_sigv4"]);
+}
+
+/// Rule 17 for SigV4: the same as for a bearer token (a session token travels, and a signed
+/// request can be replayed for minutes).
+#[test]
+fn catalog_sigv4_over_non_loopback_http_warns_like_a_token() {
+    let fx = Fixture::new();
+    let doc = |uri: &str| {
+        let mut doc = minimal();
+        set(&mut doc, &reg("catalog_uri"), uri);
+        set(&mut doc, &reg("catalog_sigv4"), SIGV4);
+        doc
+    };
+    let logs = logs_of(&fx, &doc("http://glue.example/iceberg"));
+    assert!(
+        logs.contains("WARN") && logs.contains("cleartext") && logs.contains("catalog_sigv4"),
+        "{logs}"
+    );
+    assert_no_secret(&logs);
+    for uri in [
+        "http://127.0.0.1:8181",
+        "https://glue.eu-west-1.amazonaws.com/iceberg",
+    ] {
+        assert!(!logs_of(&fx, &doc(uri)).contains("cleartext"), "{uri}");
+    }
+}

@@ -4,11 +4,13 @@
 //! through our own HTTP client, because the registrar needs what `RestCatalog` 0.10.1 cannot give:
 //! a token that can change between requests, a 409 told apart from a lost response, auth failures
 //! told apart from outages, idempotency keys, and direct schema commits. `adapter` lets
-//! iceberg's `Transaction` write manifests and then hand its commit to us.
+//! iceberg's `Transaction` write manifests and then hand its commit to us. `sigv4` signs each
+//! request when `catalog_sigv4` is set (AWS Glue, S3 Tables).
 
 pub mod adapter;
 pub mod outcome;
 pub mod rest;
+pub mod sigv4;
 
 pub use outcome::{CallKind, StatusOutcome, classify_status};
 pub use rest::{CommitError, RestClient, Staged, TableName, redacted_url};

@@ -108,6 +108,8 @@ pub struct RestClientSettings {
     pub warehouse: Option<String>,
     /// `catalog_headers`, sent on every catalog request.
     pub headers: Vec<(String, crate::config::Secret)>,
+    /// `catalog_sigv4`: every request is signed (then `tokens` is `NoAuth`).
+    pub sigv4: Option<crate::config::SigV4Credential>,
 }
 
 /// The catalog connection. Cheap to clone; all clones share the HTTP pool and token source.
@@ -126,6 +128,8 @@ struct Inner {
     retry: RetryPolicy,
     /// `catalog_headers`, values marked sensitive (kept out of `Debug` and logs).
     headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// `catalog_sigv4`, when requests are signed instead of carrying a bearer token.
+    sigv4: Option<crate::config::SigV4Credential>,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -133,6 +137,7 @@ impl std::fmt::Debug for RestClient {
         f.debug_struct("RestClient")
             .field("base", &redacted_url(&self.inner.base))
             .field("prefix", &self.inner.prefix)
+            .field("sigv4", &self.inner.sigv4.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -171,6 +176,7 @@ impl RestClient {
             idempotency_keys: false,
             retry: settings.retry,
             headers: extra_headers(&settings.headers)?,
+            sigv4: settings.sigv4,
         };
         let mut url = inner.url(&["v1", "config"], false)?;
         if let Some(warehouse) = &settings.warehouse {
@@ -574,7 +580,9 @@ impl Inner {
 
     /// Sends one request with the current token; on 401 (or 419, what some catalogs answer for
     /// an expired token) asks the token source for a renewal and retries once. A 401/419/403 that
-    /// survives that is `auth.failed`.
+    /// survives that is `auth.failed`. With `catalog_sigv4` the request is signed instead, last,
+    /// over exactly what is sent; a refused signature is `auth.failed` at once (a fresh one
+    /// from the same keys would be refused the same way).
     async fn send(
         &self,
         method: Method,
@@ -592,11 +600,15 @@ impl Inner {
                 .header(
                     reqwest::header::USER_AGENT,
                     concat!("thadam-iceberg/", env!("CARGO_PKG_VERSION")),
-                );
+                )
+                // Set here rather than by the HTTP client, so that a signature covers it too.
+                .header(reqwest::header::ACCEPT, "application/json");
             for (name, value) in &self.headers {
                 request = request.header(name.clone(), value.clone());
             }
-            if let Some(t) = &token {
+            if let Some(t) = &token
+                && self.sigv4.is_none()
+            {
                 request = request.bearer_auth(t.value.expose());
             }
             if let Some(key) = idempotency_key {
@@ -607,13 +619,27 @@ impl Inner {
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body.clone());
             }
+            let mut request = request.build().map_err(|e| {
+                SendFailure::Fatal(Error::internal(format!(
+                    "cannot build the catalog request {method} {}: {}",
+                    redacted_url(&url),
+                    error_chain_text(&e.without_url())
+                )))
+            })?;
+            if let Some(credential) = &self.sigv4 {
+                crate::catalog::sigv4::sign_request(&mut request, credential, SystemTime::now())
+                    .map_err(SendFailure::Fatal)?;
+            }
             let target = format!("{method} {}", url.path());
-            let response = warn_if_slow(format!("the catalog ({target})"), request.send())
-                .await
-                .map_err(|e| classify_transport_error(e, method.as_str(), &url))?;
+            let response = warn_if_slow(
+                format!("the catalog ({target})"),
+                self.http.execute(request),
+            )
+            .await
+            .map_err(|e| classify_transport_error(e, method.as_str(), &url))?;
             let status = response.status();
             match classify_status(status.as_u16(), CallKind::Other, None) {
-                StatusOutcome::Reauthenticate if !renewed => {
+                StatusOutcome::Reauthenticate if !renewed && self.sigv4.is_none() => {
                     if let Some(rejected) = &token
                         && let Some(fresh) = self.renew(rejected).await?
                     {
@@ -630,9 +656,16 @@ impl Inner {
                 _ => return Ok(response),
             }
             let message = error_message(response).await;
+            let check = if self.sigv4.is_some() {
+                "check catalog_sigv4: access_key_id / secret_access_key (and session_token), \
+                 region and signing_name (glue for Glue, s3tables for S3 Tables), that this \
+                 host's clock is right (a signature is refused 5 minutes off), and that the keys \
+                 may access this namespace"
+            } else {
+                "check catalog_token / catalog_credential (and that it may access this namespace)"
+            };
             return Err(SendFailure::Fatal(Error::auth_failed(format!(
-                "the catalog answered {status} to {target}: {message}; check catalog_token / \
-                 catalog_credential (and that it may access this namespace)"
+                "the catalog answered {status} to {target}: {message}; {check}"
             ))));
         }
     }

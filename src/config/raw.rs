@@ -37,6 +37,7 @@ pub(crate) struct RawIceberg {
     pub catalog_client_key: Option<Value>,
     pub catalog_warehouse: Option<Value>,
     pub catalog_headers: Option<Value>,
+    pub catalog_sigv4: Option<Value>,
     pub url: Option<Value>,
     pub namespace: Option<Value>,
     pub create_table: Option<Value>,
@@ -57,6 +58,17 @@ pub(crate) struct RawCredential {
     pub scope: Option<Value>,
     pub oauth2_server_uri: Option<Value>,
     pub client_auth: Option<Value>,
+}
+
+/// `catalog_sigv4:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSigV4 {
+    pub region: Option<Value>,
+    pub signing_name: Option<Value>,
+    pub access_key_id: Option<Value>,
+    pub secret_access_key: Option<Value>,
+    pub session_token: Option<Value>,
 }
 
 /// `store:`.

@@ -58,7 +58,8 @@ pub struct RegistrarConfig {
     pub source: ParquetSource,
 }
 
-/// Catalog authentication: at most one of `catalog_token` and `catalog_credential`.
+/// Catalog authentication: at most one of `catalog_token`, `catalog_credential` and
+/// `catalog_sigv4`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CatalogAuth {
     /// No `Authorization` header.
@@ -67,6 +68,24 @@ pub enum CatalogAuth {
     Token(Secret),
     /// OAuth2 client credentials (`catalog_credential`), exchanged for access tokens.
     Credential(OAuth2Credential),
+    /// AWS Signature Version 4 on every request (`catalog_sigv4`): no `Authorization: Bearer`.
+    SigV4(SigV4Credential),
+}
+
+/// `catalog_sigv4`: the AWS keys and scope every catalog request is signed with (the Glue
+/// Iceberg endpoint signs as `glue`, S3 Tables as `s3tables`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SigV4Credential {
+    /// The AWS region of the endpoint, e.g. `eu-west-1`: letters, digits and `-`.
+    pub region: String,
+    /// The service the signature is scoped to, e.g. `glue` or `s3tables`: letters, digits, `-`.
+    pub signing_name: String,
+    /// Sent in the signature's credential scope, but kept out of logs all the same.
+    pub access_key_id: Secret,
+    /// Never sent: only the signature computed with it is.
+    pub secret_access_key: Secret,
+    /// Temporary credentials (STS): sent as `x-amz-security-token` and signed.
+    pub session_token: Option<Secret>,
 }
 
 /// `table_location`: who chooses where a table the registrar creates lives.

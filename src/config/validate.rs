@@ -6,14 +6,14 @@ use std::path::Path;
 use url::Url;
 
 use super::field::Ctx;
-use super::raw::{RawCommit, RawCredential, RawIceberg, RawRetry, RawSink, RawStore};
+use super::raw::{RawCommit, RawCredential, RawIceberg, RawRetry, RawSigV4, RawSink, RawStore};
 use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
-    DEFAULT_UNREADY_AFTER, OAuth2Credential, RegistrarConfig, RetryPolicy, StoreConfig,
-    TableLocation,
+    DEFAULT_UNREADY_AFTER, OAuth2Credential, RegistrarConfig, RetryPolicy, SigV4Credential,
+    StoreConfig, TableLocation,
 };
 use super::urls;
 use crate::error::Result;
@@ -34,6 +34,8 @@ pub(crate) fn registrar(
     let raw: RawIceberg = ctx.section("config", &sink.config)?;
     let raw_credential: Option<RawCredential> =
         ctx.optional_section("config.catalog_credential", raw.catalog_credential.as_ref())?;
+    let raw_sigv4: Option<RawSigV4> =
+        ctx.optional_section("config.catalog_sigv4", raw.catalog_sigv4.as_ref())?;
     let raw_store: RawStore = ctx
         .optional_section("config.store", raw.store.as_ref())?
         .unwrap_or_default();
@@ -76,7 +78,7 @@ pub(crate) fn registrar(
     .map_err(|e| ctx.err("config.catalog_uri", e))?;
     let https = catalog_uri.scheme() == "https";
     let catalog_ca_file = ca_file(&ctx, &raw, https)?;
-    let catalog_auth = auth(&ctx, &raw, raw_credential, &catalog_uri)?;
+    let catalog_auth = auth(&ctx, &raw, raw_credential, raw_sigv4, &catalog_uri)?;
     let catalog_client_identity = client_identity(&ctx, &raw, https)?;
     let catalog_warehouse = warehouse(&ctx, &raw)?;
     let catalog_headers = headers(&ctx, &raw)?;
@@ -224,6 +226,7 @@ fn auth(
     ctx: &Ctx,
     raw: &RawIceberg,
     credential: Option<RawCredential>,
+    sigv4: Option<RawSigV4>,
     catalog_uri: &Url,
 ) -> Result<CatalogAuth> {
     // Checked before resolving, so the conflict is reported even if the token's file is missing.
@@ -233,19 +236,114 @@ fn auth(
             "is set together with config.catalog_credential; use one of them, not both",
         ));
     }
+    // A signed request carries no bearer token, and a bearer token would not be signed for:
+    // only one way to authenticate can be meant.
+    if sigv4.is_some() {
+        let other = if raw.catalog_token.is_some() {
+            Some("config.catalog_token")
+        } else if credential.is_some() {
+            Some("config.catalog_credential")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            return Err(ctx.err(
+                "config.catalog_sigv4",
+                format!("is set together with {other}; use one of them, not both"),
+            ));
+        }
+    }
     let token = ctx.secret("config.catalog_token", raw.catalog_token.as_ref())?;
-    match (token, credential) {
-        (Some(token), _) => {
+    match (token, credential, sigv4) {
+        (Some(token), _, _) => {
             check_token(ctx, "config.catalog_token", &token)?;
             Ok(CatalogAuth::Token(token))
         }
-        (None, Some(credential)) => Ok(CatalogAuth::Credential(oauth2_credential(
+        (None, Some(credential), _) => Ok(CatalogAuth::Credential(oauth2_credential(
             ctx,
             credential,
             catalog_uri,
         )?)),
-        (None, None) => Ok(CatalogAuth::None),
+        (None, None, Some(sigv4)) => Ok(CatalogAuth::SigV4(sigv4_credential(ctx, sigv4)?)),
+        (None, None, None) => Ok(CatalogAuth::None),
     }
+}
+
+/// `catalog_sigv4`: region and signing name go into the credential scope
+/// (`{date}/{region}/{signing_name}/aws4_request`), where a `/` or a space would change what is
+/// signed, so both are plain names; the keys are one-line secrets.
+fn sigv4_credential(ctx: &Ctx, raw: RawSigV4) -> Result<SigV4Credential> {
+    let scope_part = |key: &str, value: Option<&serde_yaml_ng::Value>, what: &str| {
+        let text = ctx.required(key, value, what)?;
+        if !is_scope_name(&text) {
+            return Err(ctx.err(
+                key,
+                format!("must be lowercase letters, digits and `-` only ({what})"),
+            ));
+        }
+        Ok(text)
+    };
+    let region = scope_part(
+        "config.catalog_sigv4.region",
+        raw.region.as_ref(),
+        "the endpoint's AWS region, e.g. eu-west-1",
+    )?;
+    let signing_name = scope_part(
+        "config.catalog_sigv4.signing_name",
+        raw.signing_name.as_ref(),
+        "the service the endpoint signs for: glue for Glue, s3tables for S3 Tables",
+    )?;
+    let key_part = |key: &str, value: Option<&serde_yaml_ng::Value>| -> Result<Secret> {
+        match ctx.secret(key, value)? {
+            Some(s) if s.expose().is_empty() => Err(ctx.err(
+                key,
+                "is empty (check the file or variable it comes from); set the AWS key",
+            )),
+            Some(s) => {
+                check_credential(ctx, key, s.expose())?;
+                Ok(s)
+            }
+            None => Err(ctx.err(key, "is required; set it with ${file:PATH} or ${env:NAME}")),
+        }
+    };
+    let access_key_id = key_part(
+        "config.catalog_sigv4.access_key_id",
+        raw.access_key_id.as_ref(),
+    )?;
+    // The id is written into the credential scope, whose parts `/` separates.
+    if access_key_id
+        .expose()
+        .chars()
+        .any(|c| c == '/' || c == ',' || c.is_whitespace())
+    {
+        return Err(ctx.err(
+            "config.catalog_sigv4.access_key_id",
+            "must not contain `/`, `,` or spaces (an AWS access key id is letters and digits)",
+        ));
+    }
+    let secret_access_key = key_part(
+        "config.catalog_sigv4.secret_access_key",
+        raw.secret_access_key.as_ref(),
+    )?;
+    let session_token = match raw.session_token.as_ref() {
+        None | Some(serde_yaml_ng::Value::Null) => None,
+        value => Some(key_part("config.catalog_sigv4.session_token", value)?),
+    };
+    Ok(SigV4Credential {
+        region,
+        signing_name,
+        access_key_id,
+        secret_access_key,
+        session_token,
+    })
+}
+
+/// A region or signing name: non-empty, lowercase ASCII letters, digits and `-`.
+fn is_scope_name(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn check_token(ctx: &Ctx, key: &str, token: &Secret) -> Result<()> {
@@ -583,6 +681,9 @@ fn warn_cleartext(ctx: &Ctx, catalog_uri: &Url, auth: &CatalogAuth) {
             "catalog_credential",
             vec![catalog_uri, &c.oauth2_server_uri],
         ),
+        // The secret key never travels, but a signed request can be replayed for minutes and a
+        // session token does travel: the same rule as for a bearer token.
+        CatalogAuth::SigV4(_) => ("catalog_sigv4", vec![catalog_uri]),
     };
     for url in endpoints.into_iter().filter(|u| exposed(u)) {
         tracing::warn!(

@@ -256,6 +256,7 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
         CatalogAuth::None => "no credentials configured; the catalog accepts anonymous requests",
         CatalogAuth::Token(_) => "catalog_token accepted",
         CatalogAuth::Credential(_) => "catalog_credential exchanged and the token accepted",
+        CatalogAuth::SigV4(_) => "catalog_sigv4 signature accepted",
     };
     let connected = timed(
         &format!("GET {uri}/v1/config"),
