@@ -4,8 +4,10 @@
 //! through our own HTTP client, because the registrar needs what `RestCatalog` 0.10.1 cannot give:
 //! a token that can change between requests, a 409 told apart from a lost response, auth failures
 //! told apart from outages, idempotency keys, and direct schema commits. `adapter` lets
-//! iceberg's `Transaction` write manifests and then hand its commit to us.
+//! iceberg's `Transaction` write manifests and then hand its commit to us. `access` keeps the S3
+//! credentials a catalog vends with a table.
 
+pub mod access;
 pub mod adapter;
 pub mod outcome;
 pub mod rest;

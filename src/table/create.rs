@@ -12,7 +12,7 @@ use iceberg::table::Table;
 use serde_json::json;
 
 use crate::catalog::{RestClient, TableName};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
@@ -79,8 +79,26 @@ pub async fn create_table(
         .map_err(|e| Error::config_invalid(format!("cannot write to {path}: {e}")))?
         .write(bytes.into())
         .await
-        .map_err(|e| Error::unavailable(format!("writing table metadata {path} failed: {e}")))?;
+        .map_err(|e| write_failure(&path, &e))?;
     let created = client.register_table(table, &path).await?;
     tracing::info!(table = %table, location, "created table with the segment's field IDs");
     Ok(created)
+}
+
+/// A failed write of the first metadata file, by the opendal error behind it: a refusal is
+/// fatal (retrying would be refused again), an outage is retried.
+fn write_failure(path: &str, e: &iceberg::Error) -> Error {
+    match crate::store::classify_iceberg_io(e) {
+        Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
+            "writing table metadata {path} was refused by the store: {e}; creating a table needs \
+             store credentials that may write under its location (store.access_key_id / \
+             store.secret_access_key, or the ambient AWS chain): a catalog vends credentials \
+             only for tables that exist, so create the table first when only it has them"
+        )),
+        Some(code) if !code.is_transient() => Error::new(
+            code,
+            format!("writing table metadata {path} was refused by the store: {e}"),
+        ),
+        _ => Error::unavailable(format!("writing table metadata {path} failed: {e}")),
+    }
 }
