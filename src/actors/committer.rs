@@ -806,7 +806,7 @@ impl CommitterState {
     fn vended_generation(&self, table: &Table) -> Option<u64> {
         let access = self.ctx().client.access(&self.name)?;
         access
-            .for_uri(table.metadata().location())
+            .for_table_files(table.metadata().location())
             .map(|_| access.generation())
     }
 

@@ -241,6 +241,12 @@ impl TableAccess {
         }
     }
 
+    /// The credentials for the table's own files (metadata, manifest lists, manifests), which
+    /// iceberg writes under `{location}/metadata/`.
+    pub fn for_table_files(&self, location: &str) -> Option<&VendedCredentials> {
+        self.for_uri(&format!("{}/metadata/", location.trim_end_matches('/')))
+    }
+
     /// When to reload the table for fresh credentials (ms since the epoch): before the first of
     /// them expires, by [`renew_at_ms`]; `None` when the catalog gave no expiry.
     pub fn renew_at_ms(&self) -> Option<i64> {
