@@ -575,6 +575,38 @@ mod tests {
     }
 
     #[test]
+    fn a_store_with_vended_keys_shows_none_of_them_in_debug() {
+        let store = StoreConfig {
+            endpoint: Some("http://127.0.0.1:9000".parse().expect("url")),
+            region: "us-east-1".into(),
+            region_explicit: true,
+            allow_http: true,
+            access_key_id: None,
+            secret_access_key: None,
+        };
+        let config = HashMap::from([
+            ("s3.access-key-id".to_string(), "AKIDVENDED789".to_string()),
+            (
+                "s3.secret-access-key".to_string(),
+                "vended-secret-789".to_string(),
+            ),
+            (
+                "s3.session-token".to_string(),
+                "vended-token-789".to_string(),
+            ),
+        ]);
+        let access =
+            crate::catalog::access::TableAccess::from_load(None, &config, 1, 0).expect("vended");
+        let creds = access.for_uri("s3://b/k").expect("credentials");
+        let s3 = vended_object_store(&store, "b", creds).expect("store");
+        let shown = format!("{s3:?}");
+        for secret in ["AKIDVENDED789", "vended-secret-789", "vended-token-789"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("VendedKeys(***)"), "{shown}");
+    }
+
+    #[test]
     fn status_outcomes() {
         use StatusOutcome::*;
         for (status, outcome) in [

@@ -9,8 +9,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -75,7 +75,10 @@ impl Keys {
             c.insert("s3.session-token".into(), json!(t));
         }
         if let Some(ms) = self.expires_at_ms {
-            c.insert("s3.session-token-expires-at-ms".into(), json!(ms.to_string()));
+            c.insert(
+                "s3.session-token-expires-at-ms".into(),
+                json!(ms.to_string()),
+            );
         }
         c
     }
@@ -110,7 +113,8 @@ async fn vending_front(upstream: String, table: &str, plan: Plan) -> (String, Ar
             let is_load = parts.method == hyper::Method::GET && parts.uri.path().ends_with(&suffix);
             if is_load && status == 200 {
                 let n = counter.fetch_add(1, Ordering::SeqCst);
-                let mut doc: Value = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+                let mut doc: Value =
+                    serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
                 inject(&mut doc, &plan(n));
                 bytes = serde_json::to_vec(&doc)
                     .map_err(std::io::Error::other)?
@@ -130,7 +134,11 @@ fn inject(doc: &mut Value, vend: &Vend) {
         .or_insert_with(|| json!({}));
     let config = config.as_object_mut().expect("config is an object");
     // Whatever keys the fixture itself sent are not what this test is about.
-    for key in ["s3.access-key-id", "s3.secret-access-key", "s3.session-token"] {
+    for key in [
+        "s3.access-key-id",
+        "s3.secret-access-key",
+        "s3.session-token",
+    ] {
         config.remove(key);
     }
     match vend {
@@ -290,8 +298,14 @@ async fn credentials_s3_refuses_for_footer_reads_are_reloaded_once_and_the_fresh
 async fn credentials_s3_refuses_for_manifest_writes_are_reloaded_once_and_the_fresh_ones_used() {
     let (h, keys) = table_with_backlog("vendman", 2).await;
     let bucket = h.env.bucket.clone();
-    let table_dir = format!("s3://{bucket}/{}/thadam/v1/{}/telemetry", h.prefix, h.pipeline);
-    let (data, metadata) = (format!("{table_dir}/data/"), format!("{table_dir}/metadata"));
+    let table_dir = format!(
+        "s3://{bucket}/{}/thadam/v1/{}/telemetry",
+        h.prefix, h.pipeline
+    );
+    let (data, metadata) = (
+        format!("{table_dir}/data/"),
+        format!("{table_dir}/metadata"),
+    );
     // Footer reads (data/) always get good keys; the table's own files (metadata/) get wrong
     // ones in the first answer only.
     let plan: Plan = Arc::new(move |n| {
@@ -306,7 +320,10 @@ async fn credentials_s3_refuses_for_manifest_writes_are_reloaded_once_and_the_fr
     });
     let loads = register_through(&h, 2, plan).await;
     assert_registered(&h, &keys).await;
-    assert_eq!(loads, 2, "one load at start, one reload after the refused append");
+    assert_eq!(
+        loads, 2,
+        "one load at start, one reload after the refused append"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,8 +345,15 @@ async fn credentials_refused_again_after_a_reload_stop_the_registrar_with_auth_f
         text.contains(&format!("{}.telemetry", h.namespace.join("."))),
         "{text}"
     );
-    for secret in ["AKIDVENDEDWRONG0000", "wrong-vended-secret-key-0000", "never-valid"] {
-        assert!(!text.contains(secret), "the error shows a vended secret: {text}");
+    for secret in [
+        "AKIDVENDEDWRONG0000",
+        "wrong-vended-secret-key-0000",
+        "never-valid",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the error shows a vended secret: {text}"
+        );
     }
     assert_eq!(
         loads.load(Ordering::SeqCst),

@@ -269,7 +269,9 @@ impl RestClient {
         server_config: HashMap<String, String>,
     ) -> Result<Table> {
         let access = self.access(table);
-        let vended = access.as_ref().and_then(|a| a.for_table_files(metadata.location()));
+        let vended = access
+            .as_ref()
+            .and_then(|a| a.for_table_files(metadata.location()));
         let file_io = self.file_io_with(server_config, vended);
         Table::builder()
             .identifier(table.ident()?)
