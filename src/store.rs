@@ -348,19 +348,63 @@ pub fn object_store_with(
     bucket: &str,
     retry: Option<object_store::RetryConfig>,
 ) -> Result<Arc<dyn ObjectStore>> {
+    build_object_store(store, bucket, retry, None)
+}
+
+/// The bucket as an `ObjectStore` that signs with credentials the catalog vended for a table
+/// (footer reads of that table's objects). The `store` section's endpoint, region and
+/// path-style settings win; the catalog's apply where `store` sets none. The keys go in as a
+/// provider whose `Debug` hides them (object_store's static one prints the key id).
+pub fn vended_object_store(
+    store: &StoreConfig,
+    bucket: &str,
+    vended: &crate::catalog::access::VendedCredentials,
+) -> Result<Arc<dyn ObjectStore>> {
+    build_object_store(store, bucket, None, Some(vended))
+}
+
+fn build_object_store(
+    store: &StoreConfig,
+    bucket: &str,
+    retry: Option<object_store::RetryConfig>,
+    vended: Option<&crate::catalog::access::VendedCredentials>,
+) -> Result<Arc<dyn ObjectStore>> {
+    let region = match vended.and_then(|v| v.region()) {
+        Some(catalog_region) if !store.region_explicit => catalog_region,
+        _ => store.region.as_str(),
+    };
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
-        .with_region(&store.region)
+        .with_region(region)
         .with_allow_http(store.allow_http);
     if let Some(endpoint) = &store.endpoint {
         builder = builder
             .with_endpoint(endpoint.as_str().trim_end_matches('/'))
             .with_virtual_hosted_style_request(false);
-    }
-    if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
+    } else if let Some(endpoint) = vended.and_then(|v| v.endpoint()) {
         builder = builder
-            .with_access_key_id(id.expose())
-            .with_secret_access_key(secret.expose());
+            .with_endpoint(endpoint.trim_end_matches('/'))
+            .with_virtual_hosted_style_request(
+                !vended.and_then(|v| v.path_style()).unwrap_or(true),
+            );
+    }
+    match vended {
+        Some(v) => {
+            builder = builder.with_credentials(Arc::new(VendedKeys(Arc::new(
+                object_store::aws::AwsCredential {
+                    key_id: v.access_key_id().expose().to_string(),
+                    secret_key: v.secret_access_key().expose().to_string(),
+                    token: v.session_token().map(|t| t.expose().to_string()),
+                },
+            ))));
+        }
+        None => {
+            if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
+                builder = builder
+                    .with_access_key_id(id.expose())
+                    .with_secret_access_key(secret.expose());
+            }
+        }
     }
     if let Some(retry) = retry {
         builder = builder.with_retry(retry);
@@ -377,10 +421,32 @@ pub fn object_store_with(
     Ok(Arc::new(s3))
 }
 
-/// FileIO (`s3.*`) properties for the same bucket.
+/// A credential provider for object_store holding vended keys, with a `Debug` that shows none.
+struct VendedKeys(Arc<object_store::aws::AwsCredential>);
+
+impl std::fmt::Debug for VendedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VendedKeys(***)")
+    }
+}
+
+#[async_trait]
+impl object_store::CredentialProvider for VendedKeys {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        Ok(Arc::clone(&self.0))
+    }
+}
+
+/// FileIO (`s3.*`) properties for the same bucket. The region is left out when `store` does not
+/// set one, so that the catalog's (per-table config or vended credentials) can apply; the
+/// client falls back to the default region itself (see `RestClient::file_io`).
 pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
     let mut props = HashMap::new();
-    props.insert("s3.region".to_string(), store.region.clone());
+    if store.region_explicit {
+        props.insert("s3.region".to_string(), store.region.clone());
+    }
     if let Some(endpoint) = &store.endpoint {
         props.insert(
             "s3.endpoint".to_string(),
@@ -506,6 +572,38 @@ mod tests {
         // Exactly at the limit is fine; multi-byte characters count in bytes.
         assert_eq!(key_problem(&"k".repeat(MAX_KEY_BYTES)), None);
         assert!(key_problem(&"ü".repeat(MAX_KEY_BYTES / 2 + 1)).is_some());
+    }
+
+    #[test]
+    fn a_store_with_vended_keys_shows_none_of_them_in_debug() {
+        let store = StoreConfig {
+            endpoint: Some("http://127.0.0.1:9000".parse().expect("url")),
+            region: "us-east-1".into(),
+            region_explicit: true,
+            allow_http: true,
+            access_key_id: None,
+            secret_access_key: None,
+        };
+        let config = HashMap::from([
+            ("s3.access-key-id".to_string(), "AKIDVENDED789".to_string()),
+            (
+                "s3.secret-access-key".to_string(),
+                "vended-secret-789".to_string(),
+            ),
+            (
+                "s3.session-token".to_string(),
+                "vended-token-789".to_string(),
+            ),
+        ]);
+        let access =
+            crate::catalog::access::TableAccess::from_load(None, &config, 1, 0).expect("vended");
+        let creds = access.for_uri("s3://b/k").expect("credentials");
+        let s3 = vended_object_store(&store, "b", creds).expect("store");
+        let shown = format!("{s3:?}");
+        for secret in ["AKIDVENDED789", "vended-secret-789", "vended-token-789"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("VendedKeys(***)"), "{shown}");
     }
 
     #[test]

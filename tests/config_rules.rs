@@ -293,6 +293,7 @@ fn full_config_parses_into_typed_values() {
         Some("http://127.0.0.1:9000/")
     );
     assert_eq!(r.store.region, "us-west-2");
+    assert!(r.store.region_explicit);
     assert!(r.store.allow_http);
     assert_eq!(
         r.store.access_key_id.as_ref().map(Secret::expose),
@@ -339,6 +340,8 @@ fn minimal_config_gets_the_defaults() {
     assert!(!r.create_table);
     assert_eq!(r.store.endpoint, None);
     assert_eq!(r.store.region, "us-east-1");
+    // Not set: a region the catalog sends for a table (or vends with credentials) applies.
+    assert!(!r.store.region_explicit);
     assert!(!r.store.allow_http);
     assert!(r.store.access_key_id.is_none() && r.store.secret_access_key.is_none());
     assert_eq!(r.retry, RetryPolicy::default());

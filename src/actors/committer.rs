@@ -10,6 +10,10 @@
 //!
 //! A watermark is used only once it has been checked against the log this committer reads (see
 //! `table::committed`): segments it would cover wait, without a footer read, until then.
+//!
+//! When the catalog vends S3 credentials with the table (`catalog::access`), footer reads and
+//! manifest writes use them; the committer reloads the table for fresh ones shortly before they
+//! expire, and once when S3 refuses them (a refusal of the fresh ones is `auth.failed`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -20,6 +24,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
+use crate::catalog::access::{RefusalAction, on_refusal};
 use crate::catalog::adapter::CommitAdapter;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
@@ -109,6 +114,8 @@ struct Pending {
     /// False while a watermark that may cover it is unchecked (no footer is read meanwhile).
     decided: bool,
     read_requested: bool,
+    /// The generation of the vended credentials its footer read was sent with, if any.
+    read_generation: Option<u64>,
     footer: Option<Arc<SegmentFooter>>,
     /// When the committer took it (for `commit.linger`).
     arrived: Instant,
@@ -136,6 +143,12 @@ pub struct CommitterState {
     /// fits: re-merging it against the evolved table would take an older file (int) for a
     /// narrowing of the column it promoted (long), e.g. after a reload mid-batch.
     accepted: Vec<arrow_schema::SchemaRef>,
+    /// The generation of vended credentials a reload made after S3 refused the previous ones
+    /// brought, until a request with it succeeds: a refusal of these is final.
+    reloaded_for_refusal: Option<u64>,
+    /// A generation that was already due for renewal when it arrived (the catalog vends
+    /// credentials that expire within the margin): not renewed again, used until refused.
+    renewal_exhausted: Option<u64>,
 }
 
 /// How many distinct file schemas a committer remembers as accepted.
@@ -170,6 +183,8 @@ impl Actor for Committer {
             recent: BTreeMap::new(),
             conflicts: 0,
             accepted: Vec::new(),
+            reloaded_for_refusal: None,
+            renewal_exhausted: None,
         })
     }
 
@@ -193,12 +208,15 @@ impl Actor for Committer {
                 state.reads_in_flight = state.reads_in_flight.saturating_sub(1);
                 match result {
                     Ok(footer) => {
+                        let mut generation = None;
                         if let Some(p) = state.pending.get_mut(&seq) {
                             p.footer = Some(footer);
+                            generation = p.read_generation;
                         }
+                        state.vended_worked(generation);
                         Ok(())
                     }
-                    Err(e) => Err(e),
+                    Err(e) => state.footer_failed(seq, e).await,
                 }
             }
         };
@@ -303,6 +321,7 @@ impl CommitterState {
             segment,
             decided: decision == Decision::Missing,
             read_requested: false,
+            read_generation: None,
             footer: None,
             arrived: Instant::now(),
         });
@@ -477,6 +496,7 @@ impl CommitterState {
     /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         loop {
+            self.renew_if_due().await?;
             self.decide_pending().await?;
             self.request_footers(myself)?;
             let batch = self.ready_batch(myself);
@@ -488,7 +508,10 @@ impl CommitterState {
     }
 
     fn request_footers(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
-        let limit = self.ctx().tuning.reads_per_table.max(1);
+        let ctx = Arc::clone(&self.args.ctx);
+        let limit = ctx.tuning.reads_per_table.max(1);
+        let access = ctx.client.access(&self.name);
+        let bucket = &ctx.config.url.bucket;
         for (seq, p) in self.pending.by_seq.iter_mut() {
             if self.reads_in_flight >= limit {
                 break;
@@ -496,7 +519,21 @@ impl CommitterState {
             if p.read_requested || !p.decided {
                 continue;
             }
+            // The credentials vended for this object's URI (a key no URI can hold is refused
+            // by the read itself).
+            let vended = access.as_ref().and_then(|a| {
+                let uri = crate::store::object_uri(bucket, &p.segment.object_key).ok()?;
+                a.for_uri(&uri).map(|c| (a.generation(), c))
+            });
+            let (store, generation) = match vended {
+                Some((generation, creds)) => (
+                    Some(creds.footer_store(&ctx.config.store, bucket)?),
+                    Some(generation),
+                ),
+                None => (None, None),
+            };
             p.read_requested = true;
+            p.read_generation = generation;
             self.reads_in_flight += 1;
             self.args
                 .footer_pool
@@ -504,6 +541,7 @@ impl CommitterState {
                     seq: *seq,
                     object_key: p.segment.object_key.clone(),
                     file_size: p.segment.file_size,
+                    store,
                     reply_to: myself.clone(),
                 }))
                 .map_err(|_| Error::internal("the footer pool has stopped"))?;
@@ -600,6 +638,7 @@ impl CommitterState {
                 &todo,
                 watermark.as_ref(),
             )?;
+            let vended = self.vended_generation(&table);
             let key = uuid::Uuid::new_v4().to_string();
             let adapter =
                 CommitAdapter::new(ctx.client.clone(), self.name.clone(), table, Some(key));
@@ -612,12 +651,30 @@ impl CommitterState {
             let failure = match outcome {
                 Ok(new_table) => {
                     self.conflicts = 0;
+                    self.vended_worked(vended);
                     self.committed_ok(new_table, &todo, watermark.as_ref(), started);
                     return Ok(());
                 }
-                Err(e) => adapter
-                    .take_failure()
-                    .unwrap_or_else(|| preparation_failure(&self.name, &e)),
+                Err(e) => match adapter.take_failure() {
+                    Some(failure) => failure,
+                    None => {
+                        let failure = preparation_failure(&self.name, &e);
+                        // S3 refused the manifests written with vended credentials: reload for
+                        // fresh ones (the table handle carries them) and build the append again.
+                        if let (CommitError::Fatal(e), Some(generation)) = (&failure, vended)
+                            && e.code() == ErrorCode::AuthFailed
+                        {
+                            self.vended_refused(generation, "writing the manifests of an append")
+                                .await?;
+                            if self.vended_generation_of_current() == Some(generation) {
+                                // Told to retry, but the table still holds those credentials.
+                                self.reload(&mut shutdown).await?;
+                            }
+                            continue;
+                        }
+                        failure
+                    }
+                },
             };
             let outcome_label = match &failure {
                 CommitError::Conflict(_) => "conflict",
@@ -744,6 +801,113 @@ impl CommitterState {
         Ok(())
     }
 
+    /// The generation of the vended credentials `table`'s FileIO signs with (those vended for
+    /// its location with the last load), if the catalog vends any.
+    fn vended_generation(&self, table: &Table) -> Option<u64> {
+        let access = self.ctx().client.access(&self.name)?;
+        access
+            .for_table_files(table.metadata().location())
+            .map(|_| access.generation())
+    }
+
+    fn vended_generation_of_current(&self) -> Option<u64> {
+        self.table.as_ref().and_then(|t| self.vended_generation(t))
+    }
+
+    /// A request with vended credentials of `generation` succeeded: they are good.
+    fn vended_worked(&mut self, generation: Option<u64>) {
+        if generation.is_some() && self.reloaded_for_refusal == generation {
+            self.reloaded_for_refusal = None;
+        }
+    }
+
+    /// A footer read failed. S3 refusing vended credentials is answered by [`Self::vended_refused`]
+    /// and the read is requested again; anything else stops the service as before.
+    async fn footer_failed(&mut self, seq: u64, e: Error) -> Result<()> {
+        let generation = self.pending.get_mut(&seq).and_then(|p| p.read_generation);
+        let (Some(generation), ErrorCode::AuthFailed) = (generation, e.code()) else {
+            return Err(e);
+        };
+        let key = self
+            .pending
+            .get_mut(&seq)
+            .map(|p| p.segment.object_key.clone())
+            .unwrap_or_default();
+        self.vended_refused(generation, &format!("reading the footer of {key}"))
+            .await?;
+        if let Some(p) = self.pending.get_mut(&seq) {
+            p.read_requested = false;
+            p.read_generation = None;
+        }
+        Ok(())
+    }
+
+    /// S3 refused (401/403) a request `what` made with the vended credentials of `generation`:
+    /// reload the table once for fresh ones ([`on_refusal`]); a refusal of those is fatal.
+    async fn vended_refused(&mut self, generation: u64, what: &str) -> Result<()> {
+        let Some(current) = self.ctx().client.access(&self.name) else {
+            // The catalog stopped vending since: the store settings apply to the next attempt.
+            return Ok(());
+        };
+        match on_refusal(generation, current.generation(), self.reloaded_for_refusal) {
+            RefusalAction::Retry => Ok(()),
+            RefusalAction::Reload => {
+                tracing::warn!(
+                    table = %self.name,
+                    "S3 refused the credentials the catalog vended for the table ({what}); \
+                     reloading the table for fresh ones"
+                );
+                let mut shutdown = self.ctx().shutdown.clone();
+                self.reload(&mut shutdown).await?;
+                self.reloaded_for_refusal =
+                    self.ctx().client.access(&self.name).map(|a| a.generation());
+                Ok(())
+            }
+            RefusalAction::Fatal => Err(Error::auth_failed(format!(
+                "table {}: S3 refused the credentials vended by the catalog for this table \
+                 ({what}), and again the fresh ones of a reload; check the catalog's credential \
+                 vending for the table's location (the role or storage profile it uses, and that \
+                 it may read and write there), and that store.endpoint / store.region name the \
+                 store those credentials are for (the store section's keys are not used while \
+                 the catalog vends credentials)",
+                self.name
+            ))),
+        }
+    }
+
+    /// Reloads the table for fresh vended credentials when those it holds are about to expire
+    /// ([`crate::catalog::access::renew_at_ms`]). Credentials that are due already when they
+    /// arrive are not renewed again: they are used until S3 refuses them.
+    async fn renew_if_due(&mut self) -> Result<()> {
+        let Some(access) = self.ctx().client.access(&self.name) else {
+            return Ok(());
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        let due =
+            |a: &crate::catalog::access::TableAccess| a.renew_at_ms().is_some_and(|at| now >= at);
+        if !due(&access) || self.renewal_exhausted == Some(access.generation()) {
+            return Ok(());
+        }
+        tracing::info!(
+            table = %self.name,
+            "the S3 credentials the catalog vended for the table expire soon; reloading the table \
+             for fresh ones"
+        );
+        let mut shutdown = self.ctx().shutdown.clone();
+        self.reload(&mut shutdown).await?;
+        if let Some(fresh) = self.ctx().client.access(&self.name)
+            && due(&fresh)
+        {
+            tracing::warn!(
+                table = %self.name,
+                "the catalog vended credentials for the table that expire within the renewal \
+                 margin (or have expired); using them until S3 refuses them"
+            );
+            self.renewal_exhausted = Some(fresh.generation());
+        }
+        Ok(())
+    }
+
     fn table_missing(&self) -> Error {
         let ctx = self.ctx();
         Error::new(
@@ -865,6 +1029,7 @@ mod tests {
             segment: s,
             decided: true,
             read_requested: false,
+            read_generation: None,
             footer: None,
             arrived: Instant::now(),
         }

@@ -108,7 +108,7 @@ impl Actor for FooterReader {
         let what = format!("reading the footer of {}", request.object_key);
         let result = retry_transient(Op::Footer, ctx.retry(), &mut shutdown, &what, || {
             read_footer(
-                ctx.store.as_ref(),
+                request.store.as_ref().unwrap_or(&ctx.store).as_ref(),
                 &ctx.config.url.bucket,
                 &request.object_key,
                 request.file_size,

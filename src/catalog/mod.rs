@@ -5,8 +5,10 @@
 //! a token that can change between requests, a 409 told apart from a lost response, auth failures
 //! told apart from outages, idempotency keys, and direct schema commits. `adapter` lets
 //! iceberg's `Transaction` write manifests and then hand its commit to us. `sigv4` signs each
-//! request when `catalog_sigv4` is set (AWS Glue, S3 Tables).
+//! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
+//! a catalog vends with a table.
 
+pub mod access;
 pub mod adapter;
 pub mod outcome;
 pub mod rest;

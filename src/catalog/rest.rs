@@ -1,7 +1,8 @@
 //! A small REST catalog client: config, namespaces, load, register, commit.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use iceberg::io::{FileIO, FileIOBuilder};
@@ -19,6 +20,7 @@ use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::auth::{BearerToken, SharedTokenSource};
+use crate::catalog::access::{TableAccess, VendedCredentials};
 use crate::catalog::outcome::{
     CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
 };
@@ -100,7 +102,8 @@ pub struct RestClientSettings {
     pub catalog_uri: Url,
     pub http: reqwest::Client,
     pub tokens: SharedTokenSource,
-    /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's.
+    /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's
+    /// (vended credentials win over our keys, see `catalog::access`).
     pub storage_props: HashMap<String, String>,
     /// Backoff between resends of a commit (see [`IDEMPOTENT_RESENDS`]).
     pub retry: RetryPolicy,
@@ -130,6 +133,11 @@ struct Inner {
     headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     /// `catalog_sigv4`, when requests are signed instead of carrying a bearer token.
     sigv4: Option<crate::config::SigV4Credential>,
+    /// The credentials the catalog vended with each table's last load (see `catalog::access`
+    /// for why they live here).
+    vended: Mutex<HashMap<TableName, Arc<TableAccess>>>,
+    /// The last [`TableAccess`] generation handed out.
+    generations: AtomicU64,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -177,6 +185,8 @@ impl RestClient {
             retry: settings.retry,
             headers: extra_headers(&settings.headers)?,
             sigv4: settings.sigv4,
+            vended: Mutex::new(HashMap::new()),
+            generations: AtomicU64::new(0),
         };
         let mut url = inner.url(&["v1", "config"], false)?;
         if let Some(warehouse) = &settings.warehouse {
@@ -222,6 +232,7 @@ impl RestClient {
         match response.status() {
             StatusCode::OK => {
                 let result: LoadTableResult = read_json(response, &what).await?;
+                self.remember_access(table, &result);
                 let location = result.metadata_location.clone().ok_or_else(|| {
                     Error::new(
                         ErrorCode::CatalogRejected,
@@ -236,8 +247,42 @@ impl RestClient {
         }
     }
 
+    /// Keeps the credentials a `loadTable` answer vended for `table` (or forgets earlier ones
+    /// when it vended none: the catalog stopped vending, so the `store` settings apply again).
+    fn remember_access(&self, table: &TableName, result: &LoadTableResult) {
+        let generation = self.inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let access = TableAccess::from_load(
+            result.storage_credentials.as_deref(),
+            &result.config,
+            generation,
+            chrono::Utc::now().timestamp_millis(),
+        );
+        let Ok(mut vended) = self.inner.vended.lock() else {
+            return;
+        };
+        match access {
+            Some(access) => {
+                tracing::debug!(table = %table, generation, renew_at_ms = ?access.renew_at_ms(), "the catalog vended S3 credentials");
+                vended.insert(table.clone(), Arc::new(access));
+            }
+            None => {
+                vended.remove(table);
+            }
+        }
+    }
+
+    /// The credentials the catalog vended with `table`'s last load, if it vended any.
+    pub fn access(&self, table: &TableName) -> Option<Arc<TableAccess>> {
+        self.inner
+            .vended
+            .lock()
+            .ok()
+            .and_then(|v| v.get(table).cloned())
+    }
+
     /// Builds the `Table` handle (with a FileIO for its metadata and manifests) for metadata the
-    /// catalog returned.
+    /// catalog returned. The FileIO uses the credentials vended with the table's last load,
+    /// whatever answer this is (a commit's answer carries none).
     pub fn table_from(
         &self,
         table: &TableName,
@@ -245,7 +290,11 @@ impl RestClient {
         metadata_location: String,
         server_config: HashMap<String, String>,
     ) -> Result<Table> {
-        let file_io = self.file_io(server_config);
+        let access = self.access(table);
+        let vended = access
+            .as_ref()
+            .and_then(|a| a.for_table_files(metadata.location()));
+        let file_io = self.file_io_with(server_config, vended);
         Table::builder()
             .identifier(table.ident()?)
             .metadata(metadata)
@@ -259,8 +308,24 @@ impl RestClient {
     /// A FileIO over the configured bucket. The server's per-table config comes first so that our
     /// own store settings (endpoint, keys) win: REST servers rarely know the S3 endpoint we see.
     pub fn file_io(&self, server_config: HashMap<String, String>) -> FileIO {
+        self.file_io_with(server_config, None)
+    }
+
+    /// [`RestClient::file_io`] signing with `vended` credentials when given (they replace the
+    /// `store` keys; endpoint and region stay ours where we set them).
+    pub fn file_io_with(
+        &self,
+        server_config: HashMap<String, String>,
+        vended: Option<&VendedCredentials>,
+    ) -> FileIO {
         let mut props = server_config;
         props.extend(self.inner.storage_props.clone());
+        if let Some(vended) = vended {
+            vended.apply_to_file_io(&mut props);
+        }
+        props
+            .entry("s3.region".to_string())
+            .or_insert_with(|| "us-east-1".to_string());
         // Keys travel as a loader that never prints them, not as properties (see take_static_keys).
         let keys = crate::store::take_static_keys(&mut props);
         FileIOBuilder::new(Arc::new(OpenDalStorageFactory::S3 {
@@ -391,6 +456,7 @@ impl RestClient {
         match response.status() {
             StatusCode::OK => {
                 let result: LoadTableResult = read_json(response, &what).await?;
+                self.remember_access(table, &result);
                 let location = result
                     .metadata_location
                     .unwrap_or_else(|| metadata_location.to_string());

@@ -169,6 +169,8 @@ pub struct StoreConfig {
     pub endpoint: Option<Url>,
     /// Default `us-east-1`.
     pub region: String,
+    /// Whether `region` was set (otherwise a region the catalog sends for a table applies).
+    pub region_explicit: bool,
     /// Whether an `http://` endpoint is allowed. Default false.
     pub allow_http: bool,
     /// Set together with `secret_access_key`, or neither (then the ambient AWS chain applies).

@@ -567,9 +567,9 @@ fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
             Some(url)
         }
     };
-    let region = ctx
-        .optional("config.store.region", raw.region.as_ref())?
-        .unwrap_or_else(|| "us-east-1".to_owned());
+    let region = ctx.optional("config.store.region", raw.region.as_ref())?;
+    let region_explicit = region.is_some();
+    let region = region.unwrap_or_else(|| "us-east-1".to_owned());
     let access_key_id = ctx.secret("config.store.access_key_id", raw.access_key_id.as_ref())?;
     let secret_access_key = ctx.secret(
         "config.store.secret_access_key",
@@ -607,6 +607,7 @@ fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
     Ok(StoreConfig {
         endpoint,
         region,
+        region_explicit,
         allow_http,
         access_key_id,
         secret_access_key,

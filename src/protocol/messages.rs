@@ -52,6 +52,9 @@ pub struct FooterRequest {
     pub object_key: String,
     /// The size the segment catalog recorded; the object must have exactly this size.
     pub file_size: u64,
+    /// The store to read it from when not the pipeline's: one signing with the credentials the
+    /// catalog vended for the table (see `catalog::access`).
+    pub store: Option<Arc<dyn object_store::ObjectStore>>,
     pub reply_to: ActorRef<CommitterMsg>,
 }
 

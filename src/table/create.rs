@@ -152,7 +152,7 @@ async fn register_at_shipper_location(
         .map_err(|e| Error::config_invalid(format!("cannot write to {path}: {e}")))?
         .write(bytes.into())
         .await
-        .map_err(|e| Error::unavailable(format!("writing table metadata {path} failed: {e}")))?;
+        .map_err(|e| write_failure(&path, &e))?;
     let created = client
         .register_table(table, &path)
         .await
@@ -217,6 +217,26 @@ async fn create_where_catalog_says(
         Err(CommitError::Fatal(e)) => {
             Err(e.context(format!("creating table {table} at {location}")))
         }
+    }
+}
+
+/// A failed write of the first metadata file, by the opendal error behind it: a refusal is
+/// fatal (retrying would be refused again), an outage is retried.
+fn write_failure(path: &str, e: &iceberg::Error) -> Error {
+    match crate::store::classify_iceberg_io(e) {
+        Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
+            "writing table metadata {path} was refused by the store: {e}; creating a table at the \
+             shipper's location needs store credentials that may write there \
+             (store.access_key_id / store.secret_access_key, or the ambient AWS chain). A catalog \
+             vends credentials only for tables that exist: with vended credentials only, set \
+             table_location: catalog (the catalog writes the first metadata) or create the table \
+             first"
+        )),
+        Some(code) if !code.is_transient() => Error::new(
+            code,
+            format!("writing table metadata {path} was refused by the store: {e}"),
+        ),
+        _ => Error::unavailable(format!("writing table metadata {path} failed: {e}")),
     }
 }
 

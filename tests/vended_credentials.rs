@@ -1,0 +1,366 @@
+//! Vended credentials against the real servers: a front before the REST fixture injects S3
+//! credentials into `loadTable` answers (`GET .../tables/{table}`), as Polaris, Lakekeeper,
+//! Nessie or Unity do, while the registrar's `store` section has no keys and the process has no
+//! ambient AWS credentials. s3s-fs checks every request's SigV4 signature and refuses anonymous
+//! ones, so a registration that lands was signed with the credentials the front vended.
+//!
+//! The table is created first by a registrar with store keys: a catalog vends credentials only
+//! for tables that exist (creation writes the first metadata file before registering it).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use thadam_iceberg::ErrorCode;
+use thadam_iceberg::config::RegistrarConfig;
+
+use common::{Harness, assert_exactly_once, read_all, row_count};
+
+/// What the front puts into the n-th `loadTable` answer of the table (counting from 0).
+#[derive(Clone)]
+enum Vend {
+    /// In the table's `config`.
+    Config(Keys),
+    /// As `storage-credentials`: `(prefix, keys)`, and also `config` keys (checked after them).
+    Prefixed(Vec<(String, Keys)>, Option<Keys>),
+}
+
+#[derive(Clone)]
+struct Keys {
+    id: String,
+    secret: String,
+    token: Option<String>,
+    expires_at_ms: Option<i64>,
+}
+
+impl Keys {
+    /// The S3 server's own keys: they sign requests it accepts.
+    fn right() -> Keys {
+        Keys {
+            id: std::env::var("THADAM_TEST_S3_ACCESS_KEY").expect("THADAM_TEST_S3_ACCESS_KEY"),
+            secret: std::env::var("THADAM_TEST_S3_SECRET_KEY").expect("THADAM_TEST_S3_SECRET_KEY"),
+            token: None,
+            expires_at_ms: None,
+        }
+    }
+
+    /// Keys the S3 server does not know.
+    fn wrong() -> Keys {
+        Keys {
+            id: "AKIDVENDEDWRONG0000".into(),
+            secret: "wrong-vended-secret-key-0000".into(),
+            token: None,
+            expires_at_ms: None,
+        }
+    }
+
+    fn with_token(mut self, token: &str) -> Keys {
+        self.token = Some(token.into());
+        self
+    }
+
+    fn expiring_at(mut self, ms: i64) -> Keys {
+        self.expires_at_ms = Some(ms);
+        self
+    }
+
+    fn config(&self) -> serde_json::Map<String, Value> {
+        let mut c = serde_json::Map::new();
+        c.insert("s3.access-key-id".into(), json!(self.id));
+        c.insert("s3.secret-access-key".into(), json!(self.secret));
+        if let Some(t) = &self.token {
+            c.insert("s3.session-token".into(), json!(t));
+        }
+        if let Some(ms) = self.expires_at_ms {
+            c.insert(
+                "s3.session-token-expires-at-ms".into(),
+                json!(ms.to_string()),
+            );
+        }
+        c
+    }
+}
+
+type Plan = Arc<dyn Fn(usize) -> Vend + Send + Sync>;
+
+/// A front before the REST fixture that rewrites the answers to `GET .../tables/{table}`
+/// according to `plan`, and counts them.
+async fn vending_front(upstream: String, table: &str, plan: Plan) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let uri = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let loads = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&loads);
+    let suffix = format!("/tables/{table}");
+    let client = reqwest::Client::new();
+    common::relay::serve(listener, move |parts, body| {
+        let (client, upstream, counter) = (client.clone(), upstream.clone(), Arc::clone(&counter));
+        let (plan, suffix) = (Arc::clone(&plan), suffix.clone());
+        async move {
+            let answer = common::relay::request(&client, &upstream, &parts, body, false)
+                .send()
+                .await
+                .map_err(std::io::Error::other)?;
+            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
+            let mut bytes = answer.bytes().await.unwrap_or_default();
+            let is_load = parts.method == hyper::Method::GET && parts.uri.path().ends_with(&suffix);
+            if is_load && status == 200 {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let mut doc: Value =
+                    serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+                inject(&mut doc, &plan(n));
+                bytes = serde_json::to_vec(&doc)
+                    .map_err(std::io::Error::other)?
+                    .into();
+            }
+            Ok(common::relay::response(status, &headers, bytes))
+        }
+    });
+    (uri, loads)
+}
+
+fn inject(doc: &mut Value, vend: &Vend) {
+    let config = doc
+        .as_object_mut()
+        .expect("a loadTable answer is an object")
+        .entry("config")
+        .or_insert_with(|| json!({}));
+    let config = config.as_object_mut().expect("config is an object");
+    // Whatever keys the fixture itself sent are not what this test is about.
+    for key in [
+        "s3.access-key-id",
+        "s3.secret-access-key",
+        "s3.session-token",
+    ] {
+        config.remove(key);
+    }
+    match vend {
+        Vend::Config(keys) => config.extend(keys.config()),
+        Vend::Prefixed(list, fallback) => {
+            if let Some(keys) = fallback {
+                config.extend(keys.config());
+            }
+            let creds: Vec<Value> = list
+                .iter()
+                .map(|(prefix, keys)| json!({"prefix": prefix, "config": keys.config()}))
+                .collect();
+            doc["storage-credentials"] = Value::Array(creds);
+        }
+    }
+}
+
+/// No ambient AWS credentials may be what makes the registrar's requests pass.
+fn assert_no_ambient_aws() {
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    ] {
+        assert!(
+            std::env::var_os(var).is_none(),
+            "{var} is set in the test process: unset it, these tests prove that vended \
+             credentials alone reach S3"
+        );
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    if let Some(home) = home {
+        assert!(
+            !home.join(".aws/credentials").exists(),
+            "~/.aws/credentials exists: these tests prove that vended credentials alone reach S3"
+        );
+    }
+}
+
+/// A harness whose table exists (created by a registrar with store keys), with `n` more
+/// segments shipped; returns it and every key the table must end up with.
+async fn table_with_backlog(test: &str, n: u64) -> (Harness, Vec<String>) {
+    assert_no_ambient_aws();
+    let mut h = Harness::new(test);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, n, 10).await);
+    (h, keys)
+}
+
+/// The harness's config through `front`, with a `store` that has no keys.
+fn keyless_via(h: &Harness, front: &str) -> RegistrarConfig {
+    let mut config = h.config_via(front);
+    config.store.access_key_id = None;
+    config.store.secret_access_key = None;
+    config
+}
+
+/// Runs a keyless registrar through a front vending by `plan` until it has handled `n`
+/// segments; returns how many loads the front answered.
+async fn register_through(h: &Harness, n: u64, plan: Plan) -> usize {
+    let (front, loads) = vending_front(h.env.catalog_uri.clone(), "telemetry", plan).await;
+    let handle = h
+        .start_with(keyless_via(h, &front), Default::default())
+        .await;
+    Harness::finish(handle, n).await;
+    loads.load(Ordering::SeqCst)
+}
+
+async fn assert_registered(h: &Harness, keys: &[String]) {
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, keys).await;
+    // Five rows of the segment that created the table, ten of each other.
+    let rows = 5 + 10 * (keys.len() - 1);
+    assert_eq!(row_count(&read_all(&table).await), rows);
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_vended_in_the_table_config_are_used_when_the_store_has_no_keys() {
+    let (h, keys) = table_with_backlog("vendcfg", 3).await;
+    let plan: Plan = Arc::new(|_| {
+        Vend::Config(
+            Keys::right()
+                .with_token("vended-session-token")
+                .expiring_at(now_ms() + 3_600_000),
+        )
+    });
+    let loads = register_through(&h, 3, plan).await;
+    assert_registered(&h, &keys).await;
+    assert_eq!(loads, 1, "credentials an hour from expiry are not renewed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_matching_storage_credential_prefix_wins_over_shorter_ones_and_config() {
+    let (h, keys) = table_with_backlog("vendpfx", 3).await;
+    let bucket = h.env.bucket.clone();
+    let short = format!("s3://{bucket}/");
+    let long = format!("s3://{bucket}/{}/", h.prefix);
+    let elsewhere = format!("s3://{bucket}/{}-other/", h.prefix);
+    let plan: Plan = Arc::new(move |_| {
+        Vend::Prefixed(
+            vec![
+                (short.clone(), Keys::wrong()),
+                (long.clone(), Keys::right()),
+                (elsewhere.clone(), Keys::wrong()),
+            ],
+            Some(Keys::wrong()),
+        )
+    });
+    let loads = register_through(&h, 3, plan).await;
+    assert_registered(&h, &keys).await;
+    assert_eq!(loads, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_credentials_are_renewed_by_reloading_the_table_before_use() {
+    let (h, keys) = table_with_backlog("vendexp", 3).await;
+    // The first answer's keys are ones S3 accepts (s3s-fs does not know their expiry), so only
+    // the expiry can make the registrar reload: without renewal it would load once.
+    let plan: Plan = Arc::new(|n| match n {
+        0 => Vend::Config(Keys::right().expiring_at(now_ms() - 1_000)),
+        _ => Vend::Config(Keys::right().expiring_at(now_ms() + 3_600_000)),
+    });
+    let loads = register_through(&h, 3, plan).await;
+    assert_registered(&h, &keys).await;
+    assert_eq!(
+        loads, 2,
+        "one load at start and one renewal of the expired keys"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_s3_refuses_for_footer_reads_are_reloaded_once_and_the_fresh_ones_used() {
+    let (h, keys) = table_with_backlog("vendref", 3).await;
+    let plan: Plan = Arc::new(|n| match n {
+        0 => Vend::Config(Keys::wrong()),
+        _ => Vend::Config(Keys::right()),
+    });
+    let loads = register_through(&h, 3, plan).await;
+    assert_registered(&h, &keys).await;
+    assert_eq!(
+        loads, 2,
+        "one load at start, one reload for all the refused footer reads together"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_s3_refuses_for_manifest_writes_are_reloaded_once_and_the_fresh_ones_used() {
+    let (h, keys) = table_with_backlog("vendman", 2).await;
+    let bucket = h.env.bucket.clone();
+    let table_dir = format!(
+        "s3://{bucket}/{}/thadam/v1/{}/telemetry",
+        h.prefix, h.pipeline
+    );
+    let (data, metadata) = (
+        format!("{table_dir}/data/"),
+        format!("{table_dir}/metadata"),
+    );
+    // Footer reads (data/) always get good keys; the table's own files (metadata/) get wrong
+    // ones in the first answer only.
+    let plan: Plan = Arc::new(move |n| {
+        let for_metadata = if n == 0 { Keys::wrong() } else { Keys::right() };
+        Vend::Prefixed(
+            vec![
+                (data.clone(), Keys::right()),
+                (metadata.clone(), for_metadata),
+            ],
+            None,
+        )
+    });
+    let loads = register_through(&h, 2, plan).await;
+    assert_registered(&h, &keys).await;
+    assert_eq!(
+        loads, 2,
+        "one load at start, one reload after the refused append"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_refused_again_after_a_reload_stop_the_registrar_with_auth_failed() {
+    let (h, _) = table_with_backlog("vendbad", 2).await;
+    let plan: Plan = Arc::new(|_| Vend::Config(Keys::wrong().with_token("never-valid")));
+    let (front, loads) = vending_front(h.env.catalog_uri.clone(), "telemetry", plan).await;
+    let handle = h
+        .start_with(keyless_via(&h, &front), Default::default())
+        .await;
+    let err = tokio::time::timeout(Duration::from_secs(120), handle.wait())
+        .await
+        .expect("the registrar stopped in time (hang guard)")
+        .expect_err("the registrar stops when even fresh vended credentials are refused");
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("vended by the catalog"), "{text}");
+    assert!(
+        text.contains(&format!("{}.telemetry", h.namespace.join("."))),
+        "{text}"
+    );
+    for secret in [
+        "AKIDVENDEDWRONG0000",
+        "wrong-vended-secret-key-0000",
+        "never-valid",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the error shows a vended secret: {text}"
+        );
+    }
+    assert_eq!(
+        loads.load(Ordering::SeqCst),
+        2,
+        "one load at start and exactly one reload for fresh credentials"
+    );
+    // Nothing but the table-creating segment was registered.
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(common::data_files(&table).await.len(), 1);
+}
