@@ -40,6 +40,7 @@ pub(crate) struct RawIceberg {
     pub url: Option<Value>,
     pub namespace: Option<Value>,
     pub create_table: Option<Value>,
+    pub partition_by: Option<Value>,
     pub store: Option<Value>,
     pub retry: Option<Value>,
     pub commit: Option<Value>,

@@ -41,6 +41,9 @@ pub struct RegistrarConfig {
     pub namespace: Vec<String>,
     /// Whether an absent table (and namespace) is created. Default false.
     pub create_table: bool,
+    /// `partition_by`: the partition spec a table created by the registrar gets (empty:
+    /// unpartitioned). An existing table's own default spec is always used.
+    pub partition_by: Vec<crate::table::partition::PartitionTerm>,
     /// S3 access for metadata, manifests and footer reads.
     pub store: StoreConfig,
     /// Backoff for transient failures.

@@ -13,15 +13,18 @@ use serde_json::json;
 
 use crate::catalog::{RestClient, TableName};
 use crate::error::{Error, Result};
+use crate::table::partition::{PartitionTerm, initial_spec};
 
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
 
-/// The first metadata document of a new, unpartitioned, unsorted v2 table.
+/// The first metadata document of a new, unsorted v2 table, partitioned by `partition_by`
+/// (unpartitioned when empty; partition field IDs from 1000, as the Iceberg spec assigns them).
 pub fn initial_metadata(
     schema: &Schema,
     location: &str,
     properties: HashMap<String, String>,
+    partition_by: &[PartitionTerm],
 ) -> Result<TableMetadata> {
     let schema = Schema::builder()
         .with_schema_id(0)
@@ -31,6 +34,11 @@ pub fn initial_metadata(
         .map_err(|e| Error::internal(format!("cannot rebuild the footer schema: {e}")))?;
     let schema_json = serde_json::to_value(&schema)
         .map_err(|e| Error::internal(format!("cannot encode the schema: {e}")))?;
+    let spec = initial_spec(partition_by, &schema)?;
+    // 999 when unpartitioned: the spec's "no partition field yet".
+    let last_partition_id = spec.highest_field_id().unwrap_or(999);
+    let spec_json = serde_json::to_value(&spec)
+        .map_err(|e| Error::internal(format!("cannot encode the partition spec: {e}")))?;
     let document = json!({
         "format-version": FORMAT_VERSION,
         "table-uuid": uuid::Uuid::new_v4().to_string(),
@@ -41,8 +49,8 @@ pub fn initial_metadata(
         "current-schema-id": 0,
         "schemas": [schema_json],
         "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "last-partition-id": 999,
+        "partition-specs": [spec_json],
+        "last-partition-id": last_partition_id,
         "default-sort-order-id": 0,
         "sort-orders": [{"order-id": 0, "fields": []}],
         "properties": properties,
@@ -63,9 +71,11 @@ pub async fn create_table(
     schema: &Schema,
     location: &str,
     properties: HashMap<String, String>,
+    partition_by: &[PartitionTerm],
 ) -> Result<Table> {
+    // Checked before anything is created: a partition_by the schema cannot take is a config error.
+    let metadata = initial_metadata(schema, location, properties, partition_by)?;
     client.ensure_namespace(&table.namespace).await?;
-    let metadata = initial_metadata(schema, location, properties)?;
     let path = format!(
         "{}/metadata/00000-{}.metadata.json",
         location.trim_end_matches('/'),
@@ -81,6 +91,14 @@ pub async fn create_table(
         .await
         .map_err(|e| Error::unavailable(format!("writing table metadata {path} failed: {e}")))?;
     let created = client.register_table(table, &path).await?;
-    tracing::info!(table = %table, location, "created table with the segment's field IDs");
+    tracing::info!(
+        table = %table,
+        location,
+        partition_by = %crate::table::partition::describe_spec(
+            created.metadata().default_partition_spec(),
+            created.metadata().current_schema(),
+        ),
+        "created table with the segment's field IDs"
+    );
     Ok(created)
 }
