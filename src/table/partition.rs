@@ -147,9 +147,27 @@ fn check_column(column: &str) -> Result<(), String> {
 
 /// Parses a whole `partition_by` list: every term, and no two terms naming the same partition
 /// field (`[bucket(4, d), bucket(8, d)]` would both be `d_bucket`). Errors carry the index.
+///
+/// In a YAML flow list, `[day(ts), bucket(16, device)]` arrives as `day(ts)`, `bucket(16` and
+/// `device)`: an entry with an unclosed `(` is joined with the entries after it until the
+/// parentheses balance, so the term can be written as it reads, unquoted.
 pub fn parse_all(texts: &[String]) -> Result<Vec<PartitionTerm>, (usize, String)> {
-    let mut terms: Vec<PartitionTerm> = Vec::with_capacity(texts.len());
+    let mut joined: Vec<(usize, String)> = Vec::with_capacity(texts.len());
+    let mut open = false;
     for (i, text) in texts.iter().enumerate() {
+        match joined.last_mut() {
+            Some((_, last)) if open => {
+                last.push_str(", ");
+                last.push_str(text);
+            }
+            _ => joined.push((i, text.clone())),
+        }
+        let last = joined.last().map_or("", |(_, t)| t.as_str());
+        open = last.matches('(').count() > last.matches(')').count();
+    }
+    let mut terms: Vec<PartitionTerm> = Vec::with_capacity(joined.len());
+    for (i, text) in &joined {
+        let i = *i;
         let term = PartitionTerm::parse(text).map_err(|e| (i, e))?;
         if let Some(first) = terms
             .iter()
@@ -551,6 +569,13 @@ mod tests {
         assert_eq!(i, 2);
         assert!(e.contains("d_bucket"), "{e}");
         assert!(parse_all(&texts(&["day(ts)", "device", "bucket(4, d)"])).is_ok());
+        // A flow list split inside a term's parentheses is joined back.
+        let terms = parse_all(&texts(&["day(ts)", "bucket(16", "device)", "x"])).expect("joined");
+        let shown: Vec<String> = terms.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["day(ts)", "bucket(16, device)", "x"]);
+        let (i, e) = parse_all(&texts(&["a", "bucket(16", "device"])).expect_err("unclosed");
+        assert_eq!(i, 1);
+        assert!(e.contains("closing"), "{e}");
     }
 
     fn schema() -> Schema {
