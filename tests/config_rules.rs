@@ -1584,13 +1584,28 @@ fn partition_by_parses_terms_and_refuses_bad_ones() {
 
     for (value, needles) in [
         ("hour(ts)", &["config.partition_by", "must be a list"][..]),
-        ("[minute(ts)]", &["config.partition_by[0]", "unknown transform"]),
-        ("[ts, 'bucket(0, d)']", &["config.partition_by[1]", "greater than 0"]),
-        ("['truncate(-3, s)']", &["config.partition_by[0]", "greater than 0"]),
-        ("['bucket(d)']", &["config.partition_by[0]", "a number and a column"]),
+        (
+            "[minute(ts)]",
+            &["config.partition_by[0]", "unknown transform"],
+        ),
+        (
+            "[ts, 'bucket(0, d)']",
+            &["config.partition_by[1]", "greater than 0"],
+        ),
+        (
+            "['truncate(-3, s)']",
+            &["config.partition_by[0]", "greater than 0"],
+        ),
+        (
+            "['bucket(d)']",
+            &["config.partition_by[0]", "a number and a column"],
+        ),
         ("[hour(ts]", &["config.partition_by[0]", "closing"]),
         ("[ts, bucket(4, d]", &["config.partition_by[1]", "closing"]),
-        ("[device, identity(device)]", &["config.partition_by[1]", "`device`"]),
+        (
+            "[device, identity(device)]",
+            &["config.partition_by[1]", "`device`"],
+        ),
         (
             "['bucket(4, d)', 'bucket(8, d)']",
             &["config.partition_by[1]", "d_bucket"],
