@@ -267,12 +267,7 @@ pub struct PartitionMismatch {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mismatch {
     /// Transformed min and max differ: the rows span several partitions.
-    Spans {
-        min: Datum,
-        max: Datum,
-        min_partition: Datum,
-        max_partition: Datum,
-    },
+    Spans(Box<Span>),
     /// A bucket (non-monotonic) transform over a file whose min and max differ.
     NotSingleValue { min: Datum, max: Datum },
     /// Some rows are null and some are not: the null partition and another one.
@@ -283,22 +278,26 @@ pub enum Mismatch {
     Transform(String),
 }
 
+/// The values of a file whose rows span several partitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub min: Datum,
+    pub max: Datum,
+    pub min_partition: Datum,
+    pub max_partition: Datum,
+}
+
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Mismatch::Spans {
-                min,
-                max,
-                min_partition,
-                max_partition,
-            } => write!(
+            Mismatch::Spans(span) => write!(
                 f,
                 "the rows span several partitions: min {} is in partition {}, max {} in \
                  partition {}",
-                show(min),
-                show(min_partition),
-                show(max),
-                show(max_partition)
+                show(&span.min),
+                show(&span.min_partition),
+                show(&span.max),
+                show(&span.max_partition)
             ),
             Mismatch::NotSingleValue { min, max } => write!(
                 f,
@@ -340,7 +339,7 @@ pub fn file_partition(
     spec: &PartitionSpec,
     schema: &Schema,
     stats: &FileMetrics,
-) -> Result<Struct, PartitionMismatch> {
+) -> Result<Struct, Box<PartitionMismatch>> {
     let mut values = Vec::with_capacity(spec.fields().len());
     for field in spec.fields() {
         let column = schema
@@ -406,12 +405,12 @@ fn field_value(
     if transform.preserves_order() {
         let max_partition = apply(transform, max)?;
         if min_partition != max_partition {
-            return Err(Mismatch::Spans {
+            return Err(Mismatch::Spans(Box::new(Span {
                 min: min.clone(),
                 max: max.clone(),
                 min_partition,
                 max_partition,
-            });
+            })));
         }
     } else if min != max {
         return Err(Mismatch::NotSingleValue {
@@ -647,7 +646,10 @@ mod tests {
     const HOUR_US: i64 = 3_600_000_000;
     const T0: i64 = 1_767_225_600_000_000; // 2026-01-01T00:00:00Z
 
-    fn stats(cols: &[(i32, u64, u64, Option<(Datum, Datum)>)]) -> FileMetrics {
+    /// Field ID, value count, null count, exact (min, max).
+    type Col = (i32, u64, u64, Option<(Datum, Datum)>);
+
+    fn stats(cols: &[Col]) -> FileMetrics {
         let mut m = FileMetrics::default();
         for (id, values, nulls, bounds) in cols {
             m.value_counts.insert(*id, *values);
@@ -731,7 +733,7 @@ mod tests {
     }
 
     fn mismatch(spec: &PartitionSpec, m: &FileMetrics) -> PartitionMismatch {
-        file_partition(spec, &schema(), m).expect_err("refused")
+        *file_partition(spec, &schema(), m).expect_err("refused")
     }
 
     #[test]
@@ -741,7 +743,7 @@ mod tests {
         let m = stats(&[(1, 2, 0, Some((ts(T0), ts(T0 + HOUR_US))))]);
         let e = mismatch(&hour, &m);
         assert_eq!((e.field.as_str(), e.column.as_str()), ("hour(ts)", "ts"));
-        assert!(matches!(e.reason, Mismatch::Spans { .. }), "{e:?}");
+        assert!(matches!(e.reason, Mismatch::Spans(_)), "{e:?}");
         let text = e
             .into_error("ns.t", "k/seg.parquet", "[hour(ts)]")
             .to_string();
