@@ -32,6 +32,9 @@ pub enum ErrorCode {
     /// The table has a property or feature this registrar cannot write (e.g. an unparsable
     /// `commit.*` property, a format feature iceberg-rust does not support).
     TableUnsupported,
+    /// A segment's rows do not fall into exactly one partition of its partitioned table (or the
+    /// footer lacks the exact statistics to tell): it is never registered under a guessed one.
+    PartitionMismatch,
     /// An embedded feed delivered a segment out of catalog order.
     FeedOutOfOrder,
     /// A network or server fault (unreachable, 5xx, timeout). Retried with backoff.
@@ -55,6 +58,7 @@ impl ErrorCode {
             ErrorCode::SegmentCatalogCorrupt => "segment_catalog.corrupt",
             ErrorCode::CatalogRejected => "sink.iceberg_catalog_rejected",
             ErrorCode::TableUnsupported => "sink.iceberg_table_unsupported",
+            ErrorCode::PartitionMismatch => "sink.iceberg_partition_mismatch",
             ErrorCode::FeedOutOfOrder => "feed.out_of_order",
             ErrorCode::Unavailable => "sink.iceberg_unavailable",
             ErrorCode::Cancelled => "cancelled",

@@ -1732,3 +1732,72 @@ fn catalog_sigv4_over_non_loopback_http_warns_like_a_token() {
         assert!(!logs_of(&fx, &doc(uri)).contains("cleartext"), "{uri}");
     }
 }
+
+// partition_by (partitioned tables).
+
+#[test]
+fn partition_by_parses_terms_and_refuses_bad_ones() {
+    use iceberg::spec::Transform;
+    let fx = Fixture::new();
+    let config = fx.load_ok(&edited(|d| {
+        set(
+            d,
+            &reg("partition_by"),
+            "[hour(ts), device, bucket(16, device), 'truncate(4, name)', day(d2)]",
+        );
+    }));
+    let terms: Vec<(Transform, &str, String)> = config
+        .partition_by
+        .iter()
+        .map(|t| (t.transform, t.column.as_str(), t.field_name()))
+        .collect();
+    assert_eq!(
+        terms,
+        [
+            (Transform::Hour, "ts", "ts_hour".to_string()),
+            (Transform::Identity, "device", "device".to_string()),
+            (Transform::Bucket(16), "device", "device_bucket".to_string()),
+            (Transform::Truncate(4), "name", "name_trunc".to_string()),
+            (Transform::Day, "d2", "d2_day".to_string()),
+        ]
+    );
+    assert!(fx.load_ok(&base()).partition_by.is_empty());
+    assert!(
+        fx.load_ok(&edited(|d| set(d, &reg("partition_by"), "[]")))
+            .partition_by
+            .is_empty()
+    );
+
+    for (value, needles) in [
+        ("hour(ts)", &["config.partition_by", "must be a list"][..]),
+        (
+            "[minute(ts)]",
+            &["config.partition_by[0]", "unknown transform"],
+        ),
+        (
+            "[ts, 'bucket(0, d)']",
+            &["config.partition_by[1]", "greater than 0"],
+        ),
+        (
+            "['truncate(-3, s)']",
+            &["config.partition_by[0]", "greater than 0"],
+        ),
+        (
+            "['bucket(d)']",
+            &["config.partition_by[0]", "a number and a column"],
+        ),
+        ("[hour(ts]", &["config.partition_by[0]", "closing"]),
+        ("[ts, bucket(4, d]", &["config.partition_by[1]", "closing"]),
+        (
+            "[device, identity(device)]",
+            &["config.partition_by[1]", "`device`"],
+        ),
+        (
+            "['bucket(4, d)', 'bucket(8, d)']",
+            &["config.partition_by[1]", "d_bucket"],
+        ),
+        ("[[a]]", &["config.partition_by[0]", "string"]),
+    ] {
+        fx.fails(&edited(|d| set(d, &reg("partition_by"), value)), needles);
+    }
+}

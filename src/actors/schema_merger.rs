@@ -22,6 +22,7 @@ use crate::retry::{Op, retry_transient};
 use crate::schema::convert::file_schema;
 use crate::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 use crate::table::create::create_table;
+use crate::table::partition;
 
 pub struct SchemaMerger;
 
@@ -70,7 +71,10 @@ async fn reconcile(
 ) -> Result<Table> {
     let mut shutdown = ctx.shutdown.clone();
     let mut table = match table {
-        Some(t) => t,
+        Some(t) => {
+            warn_if_partition_by_ignored(ctx, name, &t);
+            t
+        }
         None => {
             let location = ctx.table_location(dataset);
             let props = HashMap::from([
@@ -91,6 +95,7 @@ async fn reconcile(
                         ctx.config.table_location,
                         &location,
                         props.clone(),
+                        &ctx.config.partition_by,
                     )
                 },
             )
@@ -179,6 +184,29 @@ async fn reconcile(
             )
         })?;
     }
+}
+
+/// `partition_by` shapes only the tables the registrar creates: an existing table keeps its own
+/// default spec (its owner may have evolved it on purpose), so a differing `partition_by` is
+/// reported once, not applied, and not an error.
+fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, table: &Table) {
+    let terms = &ctx.config.partition_by;
+    let metadata = table.metadata();
+    let spec = metadata.default_partition_spec();
+    let schema = metadata.current_schema();
+    if terms.is_empty() || partition::spec_matches(terms, spec, schema) {
+        return;
+    }
+    let wanted: Vec<String> = terms.iter().map(ToString::to_string).collect();
+    crate::table::metrics::warn_once(format!(
+        "table {name} exists with partition spec {} (spec id {}); partition_by [{}] of sink {} \
+         applies only to tables the registrar creates, so files are registered under the \
+         table's spec",
+        partition::describe_spec(spec, schema),
+        spec.spec_id(),
+        wanted.join(", "),
+        ctx.config.id
+    ));
 }
 
 fn shutting_down() -> Error {

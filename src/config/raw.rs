@@ -42,6 +42,7 @@ pub(crate) struct RawIceberg {
     pub namespace: Option<Value>,
     pub create_table: Option<Value>,
     pub table_location: Option<Value>,
+    pub partition_by: Option<Value>,
     pub store: Option<Value>,
     pub retry: Option<Value>,
     pub commit: Option<Value>,

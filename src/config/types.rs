@@ -43,6 +43,9 @@ pub struct RegistrarConfig {
     pub create_table: bool,
     /// `table_location`: who chooses the location of a table the registrar creates.
     pub table_location: TableLocation,
+    /// `partition_by`: the partition spec a table created by the registrar gets (empty:
+    /// unpartitioned). An existing table's own default spec is always used.
+    pub partition_by: Vec<crate::table::partition::PartitionTerm>,
     /// S3 access for metadata, manifests and footer reads.
     pub store: StoreConfig,
     /// Backoff for transient failures.

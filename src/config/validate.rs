@@ -17,6 +17,7 @@ use super::types::{
 };
 use super::urls;
 use crate::error::Result;
+use crate::table::partition::PartitionTerm;
 
 /// Builds the registrar for `sink` (of kind iceberg); `sinks` is the whole list, for `from` and
 /// the shipper.
@@ -89,6 +90,7 @@ pub(crate) fn registrar(
         .flag("config.create_table", raw.create_table.as_ref())?
         .unwrap_or(false);
     let table_location = table_location(&ctx, &raw)?;
+    let partition_by = partition_by(&ctx, &raw)?;
 
     // Rules 13, 14.
     let store = store(&ctx, raw_store)?;
@@ -125,6 +127,7 @@ pub(crate) fn registrar(
         namespace,
         create_table,
         table_location,
+        partition_by,
         store,
         retry,
         commit,
@@ -132,6 +135,32 @@ pub(crate) fn registrar(
         unready_after,
         source,
     })
+}
+
+/// `partition_by`: a list of partition terms (`hour(ts)`, `device`, `bucket(16, device)`), each
+/// valid and naming its own partition field. Columns are resolved when a table is created.
+fn partition_by(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<PartitionTerm>> {
+    const KEY: &str = crate::table::partition::KEY;
+    let items = match raw.partition_by.as_ref() {
+        None | Some(serde_yaml_ng::Value::Null) => return Ok(Vec::new()),
+        Some(serde_yaml_ng::Value::Sequence(items)) => items,
+        Some(_) => {
+            return Err(ctx.err(
+                KEY,
+                "must be a list of partition terms, e.g. [hour(ts), device] or \
+                 [day(ts), bucket(16, device)]",
+            ));
+        }
+    };
+    let mut texts = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let key = format!("{KEY}[{i}]");
+        let text = ctx
+            .text(&key, Some(item))?
+            .ok_or_else(|| ctx.err(&key, "must be a partition term, e.g. hour(ts)"))?;
+        texts.push(text);
+    }
+    crate::table::partition::parse_all(&texts).map_err(|(i, e)| ctx.err(&format!("{KEY}[{i}]"), e))
 }
 
 /// `catalog_warehouse`: one line of printable text.

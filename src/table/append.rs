@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat};
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
@@ -13,6 +13,7 @@ use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 use crate::table::committed::{CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WRITER, encode_ids};
 use crate::table::metrics::{MetricsConfig, file_metrics};
+use crate::table::partition::{describe_spec, file_partition};
 
 /// A segment ready to append: its catalog entry and its footer.
 #[derive(Debug, Clone)]
@@ -21,19 +22,34 @@ pub struct ReadySegment {
     pub footer: std::sync::Arc<SegmentFooter>,
 }
 
-/// The data file of one segment: row count, size, and the column metrics its footer holds (keyed
-/// by field ID, under the table's metrics mode; see `table::metrics`). No I/O: the footer was
-/// already read for the schema.
+/// The data file of one segment: row count, size, the column metrics its footer holds (keyed
+/// by field ID, under the table's metrics mode; see `table::metrics`), and, in a partitioned
+/// table, its partition value under the table's default spec (see `table::partition`). No I/O:
+/// the footer was already read for the schema.
 pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<DataFile> {
-    let spec_id = table.metadata().default_partition_spec_id();
-    if !table.metadata().default_partition_spec().is_unpartitioned() {
-        return Err(Error::config_invalid(format!(
-            "table {} is partitioned; the registrar registers into unpartitioned tables only",
-            table.identifier()
-        )));
-    }
-    let schema = table.metadata().current_schema();
-    let config = MetricsConfig::from_properties(table.metadata().properties(), schema);
+    let metadata = table.metadata();
+    let spec = metadata.default_partition_spec();
+    let schema = metadata.current_schema();
+    let partition = if spec.is_unpartitioned() {
+        Struct::empty()
+    } else {
+        // Exact, untruncated bounds whatever the metrics mode: a truncated string bound would
+        // give a wrong identity value.
+        let exact = file_metrics(
+            &ready.footer.metadata,
+            schema,
+            &MetricsConfig::full(),
+            ready.footer.object_size,
+        );
+        file_partition(spec, schema, &exact).map_err(|m| {
+            m.into_error(
+                &table.identifier().to_string(),
+                &ready.segment.object_key,
+                &describe_spec(spec, schema),
+            )
+        })?
+    };
+    let config = MetricsConfig::from_properties(metadata.properties(), schema);
     let metrics = file_metrics(
         &ready.footer.metadata,
         schema,
@@ -44,7 +60,8 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
         .content(DataContentType::Data)
         .file_path(crate::store::object_uri(bucket, &ready.segment.object_key)?)
         .file_format(DataFileFormat::Parquet)
-        .partition_spec_id(spec_id)
+        .partition_spec_id(spec.spec_id())
+        .partition(partition)
         .record_count(ready.footer.row_count())
         .file_size_in_bytes(ready.footer.object_size)
         .column_sizes(metrics.column_sizes)

@@ -23,15 +23,18 @@ use serde_json::json;
 use crate::catalog::{CommitError, RestClient, Staged, TableName};
 use crate::config::TableLocation;
 use crate::error::{Error, ErrorCode, Result};
+use crate::table::partition::{PartitionTerm, initial_spec};
 
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
 
-/// The first metadata document of a new, unpartitioned, unsorted v2 table.
+/// The first metadata document of a new, unsorted v2 table, partitioned by `partition_by`
+/// (unpartitioned when empty; partition field IDs from 1000, as the Iceberg spec assigns them).
 pub fn initial_metadata(
     schema: &Schema,
     location: &str,
     properties: HashMap<String, String>,
+    partition_by: &[PartitionTerm],
 ) -> Result<TableMetadata> {
     let schema = Schema::builder()
         .with_schema_id(0)
@@ -41,6 +44,11 @@ pub fn initial_metadata(
         .map_err(|e| Error::internal(format!("cannot rebuild the footer schema: {e}")))?;
     let schema_json = serde_json::to_value(&schema)
         .map_err(|e| Error::internal(format!("cannot encode the schema: {e}")))?;
+    let spec = initial_spec(partition_by, &schema)?;
+    // 999 when unpartitioned: the spec's "no partition field yet".
+    let last_partition_id = spec.highest_field_id().unwrap_or(999);
+    let spec_json = serde_json::to_value(&spec)
+        .map_err(|e| Error::internal(format!("cannot encode the partition spec: {e}")))?;
     let document = json!({
         "format-version": FORMAT_VERSION,
         "table-uuid": uuid::Uuid::new_v4().to_string(),
@@ -51,8 +59,8 @@ pub fn initial_metadata(
         "current-schema-id": 0,
         "schemas": [schema_json],
         "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "last-partition-id": 999,
+        "partition-specs": [spec_json],
+        "last-partition-id": last_partition_id,
         "default-sort-order-id": 0,
         "sort-orders": [{"order-id": 0, "fields": []}],
         "properties": properties,
@@ -112,16 +120,25 @@ pub async fn create_table(
     placement: TableLocation,
     shipper_location: &str,
     properties: HashMap<String, String>,
+    partition_by: &[PartitionTerm],
 ) -> Result<Table> {
+    // Checked before anything is created: a partition_by the schema cannot take is a config error.
+    let metadata = initial_metadata(schema, shipper_location, properties, partition_by)?;
     client.ensure_namespace(&table.namespace).await?;
-    match placement {
-        TableLocation::Shipper => {
-            register_at_shipper_location(client, table, schema, shipper_location, properties).await
-        }
-        TableLocation::Catalog => {
-            create_where_catalog_says(client, table, schema, properties).await
-        }
-    }
+    let created = match placement {
+        TableLocation::Shipper => register_at_shipper_location(client, table, metadata).await?,
+        TableLocation::Catalog => create_where_catalog_says(client, table, metadata).await?,
+    };
+    tracing::info!(
+        table = %table,
+        location = %created.metadata().location(),
+        partition_by = %crate::table::partition::describe_spec(
+            created.metadata().default_partition_spec(),
+            created.metadata().current_schema(),
+        ),
+        "created table with the segment's field IDs"
+    );
+    Ok(created)
 }
 
 /// What to tell a user whose catalog refused the shipper's location.
@@ -134,11 +151,9 @@ const LOCATION_ADVICE: &str = "if the catalog only allows table locations it cho
 async fn register_at_shipper_location(
     client: &RestClient,
     table: &TableName,
-    schema: &Schema,
-    location: &str,
-    properties: HashMap<String, String>,
+    metadata: TableMetadata,
 ) -> Result<Table> {
-    let metadata = initial_metadata(schema, location, properties)?;
+    let location = metadata.location().to_string();
     let path = format!(
         "{}/metadata/00000-{}.metadata.json",
         location.trim_end_matches('/'),
@@ -163,7 +178,6 @@ async fn register_at_shipper_location(
                 .with_advice(LOCATION_ADVICE),
             _ => e,
         })?;
-    tracing::info!(table = %table, location, "created table with the segment's field IDs");
     Ok(created)
 }
 
@@ -171,10 +185,12 @@ async fn register_at_shipper_location(
 async fn create_where_catalog_says(
     client: &RestClient,
     table: &TableName,
-    schema: &Schema,
-    properties: HashMap<String, String>,
+    metadata: TableMetadata,
 ) -> Result<Table> {
-    let location = match client.stage_create(table, schema, None).await? {
+    let location = match client
+        .stage_create(table, metadata.current_schema(), None)
+        .await?
+    {
         Staged::Accepted { location, .. } => location,
         Staged::Refused { status, message } | Staged::Unsupported { status, message } => {
             return Err(Error::new(
@@ -187,20 +203,18 @@ async fn create_where_catalog_says(
             ));
         }
     };
-    let metadata = initial_metadata(schema, &location, properties)?;
-    let updates = creation_updates(&metadata);
+    let mut updates = creation_updates(&metadata);
+    // The authored metadata names the shipper's location; the catalog's choice replaces it.
+    for update in &mut updates {
+        if let TableUpdate::SetLocation { location: l } = update {
+            *l = location.clone();
+        }
+    }
     match client
         .commit(table, vec![TableRequirement::NotExist], updates, None)
         .await
     {
-        Ok(created) => {
-            tracing::info!(
-                table = %table,
-                location = %created.metadata().location(),
-                "created table at the location the catalog chose, with the segment's field IDs"
-            );
-            Ok(created)
-        }
+        Ok(created) => Ok(created),
         // Another writer created it first; or our own create was applied and its answer lost.
         // Either way the table exists now: take it as it is.
         Err(CommitError::Conflict(_)) | Err(CommitError::Unknown(_))
@@ -261,6 +275,7 @@ mod tests {
             &schema(),
             "s3://warehouse/ns/t",
             HashMap::from([("k".to_string(), "v".to_string())]),
+            &[],
         )
         .expect("metadata");
         let updates = creation_updates(&metadata);

@@ -129,6 +129,15 @@ impl MetricsConfig {
         config
     }
 
+    /// Every column `full`: exact, untruncated bounds (what a partition value is decided from,
+    /// whatever the table's metrics modes are).
+    pub fn full() -> Self {
+        MetricsConfig {
+            default: MetricsMode::Full,
+            columns: HashMap::new(),
+        }
+    }
+
     /// The mode of the column with this field ID.
     pub fn mode(&self, field_id: i32) -> MetricsMode {
         self.columns.get(&field_id).copied().unwrap_or(self.default)
@@ -137,7 +146,7 @@ impl MetricsConfig {
 
 /// Logs each distinct configuration problem once per process: the config is re-read for every
 /// data file, and one warning per file would drown the log.
-fn warn_once(message: String) {
+pub(crate) fn warn_once(message: String) {
     static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     let seen = SEEN.get_or_init(|| Mutex::new(HashSet::new()));
     let first = seen
