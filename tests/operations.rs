@@ -680,6 +680,14 @@ async fn check_passes_a_good_config_and_names_each_failing_check() {
             .collect()
     };
 
+    // The namespace exists, so --check can ask the catalog whether it accepts the table's
+    // location (a staged create): `ok`, not `warn` (tests/table_location.rs covers the rest).
+    h.client()
+        .await
+        .ensure_namespace(&h.namespace)
+        .await
+        .expect("namespace");
+
     // Good: direct, and through the front with the right token.
     for (name, yaml) in [
         ("good.yaml", Yaml::good(&h)),

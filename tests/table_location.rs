@@ -291,3 +291,60 @@ print(json.dumps({"location": t.location(), "rows": rows.num_rows,
     assert_eq!(got["rows"], 35);
     assert_eq!(got["added"], serde_json::json!([-4, -3, -2, -1, 0]));
 }
+
+/// A partitioned table created where the catalog says: the spec travels in the create commit
+/// (`add-spec`) with its field IDs, and each file carries its partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_table_created_where_the_catalog_says_keeps_its_spec() {
+    let mut h = Harness::with(
+        "loc_parts",
+        Options {
+            extra_iceberg_yaml: "      table_location: catalog\n      partition_by: [segment]"
+                .into(),
+            ..Options::default()
+        },
+    );
+    let front = LocationFront::start(&h.env.catalog_uri, namespace_dir(&h)).await;
+    let mut keys = Vec::new();
+    for n in 0..3 {
+        keys.push(h.ship("telemetry", &far_ids_batch(n, 10, false)).await);
+    }
+    let handle = h
+        .start_with(h.config_via(&front.uri), Default::default())
+        .await;
+    Harness::finish(handle, keys.len() as u64).await;
+    assert_eq!(front.refused(), 0);
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(
+        table.metadata().location(),
+        format!("{}telemetry", namespace_dir(&h))
+    );
+    let spec = table.metadata().default_partition_spec();
+    let fields: Vec<(String, i32, i32, String)> = spec
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                f.name.clone(),
+                f.field_id,
+                f.source_id,
+                f.transform.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [("segment".to_string(), 1000, 205, "identity".to_string())]
+    );
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let ident = format!("{}.telemetry", h.namespace.join("."));
+    let out = py::run(
+        r#"
+t = catalog.load_table(sys.argv[1])
+print(json.dumps(sorted(task.file.partition[0] for task in t.scan().plan_files())))
+"#,
+        &[&ident],
+    );
+    assert_eq!(out.trim(), "[0, 1, 2]", "each file carries its partition value");
+}
