@@ -139,7 +139,12 @@ async fn every_kind_of_bad_file_is_quarantined_and_registered_after_a_fix() {
     );
     // Not Parquet.
     let text = key(&h, "telemetry", "text");
-    put(&h, &text, Bytes::from_static(b"this is not a parquet file at all")).await;
+    put(
+        &h,
+        &text,
+        Bytes::from_static(b"this is not a parquet file at all"),
+    )
+    .await;
     record(&mut h, "telemetry", "text", &text, 33, 1);
     // Truncated: half the bytes, recorded as such.
     let cut = key(&h, "telemetry", "cut");
@@ -151,11 +156,25 @@ async fn every_kind_of_bad_file_is_quarantined_and_registered_after_a_fix() {
     let noids = key(&h, "telemetry", "noids");
     let noids_bytes = no_field_ids();
     put(&h, &noids, noids_bytes.clone()).await;
-    record(&mut h, "telemetry", "noids", &noids, noids_bytes.len() as u64, 1);
+    record(
+        &mut h,
+        "telemetry",
+        "noids",
+        &noids,
+        noids_bytes.len() as u64,
+        1,
+    );
     let uint = key(&h, "telemetry", "uint");
     let uint_bytes = uint64_file();
     put(&h, &uint, uint_bytes.clone()).await;
-    record(&mut h, "telemetry", "uint", &uint, uint_bytes.len() as u64, 1);
+    record(
+        &mut h,
+        "telemetry",
+        "uint",
+        &uint,
+        uint_bytes.len() as u64,
+        1,
+    );
     // Good segments after them, and in another dataset.
     good.push(h.ship_telemetry(1, 10).await);
     good.push(h.ship_telemetry(2, 10).await);

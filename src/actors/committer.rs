@@ -457,10 +457,11 @@ impl CommitterState {
             .filter_map(|p| p.segment.catalog_id.clone())
             .collect();
         self.check_watermarks(&catalogs).await?;
-        let needs_live =
-            self.pending.by_seq.values().any(|p| {
-                !p.decided && self.decide(&p.segment) == Decision::NeedsLiveFiles
-            });
+        let needs_live = self
+            .pending
+            .by_seq
+            .values()
+            .any(|p| !p.decided && self.decide(&p.segment) == Decision::NeedsLiveFiles);
         if needs_live {
             self.list_live_files().await?;
         }

@@ -26,7 +26,11 @@ pub fn list(path: &Path) -> Result<String> {
         let _ = writeln!(
             out,
             "{} seq {} catalog {} dataset {} key {} code {} at_ms {}: {}{}",
-            if e.retry { "retry-requested" } else { "quarantined" },
+            if e.retry {
+                "retry-requested"
+            } else {
+                "quarantined"
+            },
             e.segment.seq,
             e.segment.catalog_id.as_deref().unwrap_or("-"),
             e.segment.dataset,
@@ -34,7 +38,11 @@ pub fn list(path: &Path) -> Result<String> {
             e.code,
             e.at_ms,
             e.message,
-            if e.retry { " (a retry is requested)" } else { "" },
+            if e.retry {
+                " (a retry is requested)"
+            } else {
+                ""
+            },
         );
     }
     for e in state.entries().filter(|e| !e.is_open()) {

@@ -500,7 +500,9 @@ mod tests {
         // A crash mid-write of another process.
         let mut f = OpenOptions::new().append(true).open(&path).expect("open");
         f.write_all(b"{\"op\":\"quaran").expect("torn");
-        store.append(&quarantined(6, "b")).expect("append after torn");
+        store
+            .append(&quarantined(6, "b"))
+            .expect("append after torn");
         let reopened = QuarantineStore::open(&path).expect("reopen");
         assert_eq!(reopened.open_count(), 2);
         // Another writer's line is seen on refresh.

@@ -140,7 +140,10 @@ impl CommitterState {
             self.supersedes(seq, &later);
             return Ok(());
         }
-        let store = match (action(self.policy(), e.code()), self.ctx().quarantine.clone()) {
+        let store = match (
+            action(self.policy(), e.code()),
+            self.ctx().quarantine.clone(),
+        ) {
             (Action::Quarantine, Some(store)) => store,
             _ => return Err(e),
         };
