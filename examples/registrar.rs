@@ -4,7 +4,13 @@
 //! cargo run --example registrar -- --config thadam.yaml [--sink ID] [--until-caught-up]
 //!     [--metrics-addr 0.0.0.0:9464] [--progress-interval 10s] [--json-logs]
 //! cargo run --example registrar -- --config thadam.yaml --check
+//! cargo run --example registrar -- --config thadam.yaml --quarantine list
+//! cargo run --example registrar -- --config thadam.yaml --quarantine retry --key K | --code C | --all
+//! cargo run --example registrar -- --config thadam.yaml --quarantine discard --key K --reason "..."
 //! ```
+//!
+//! `--quarantine` works on the quarantine file of each selected sink (`quarantine_file`) and
+//! exits; a running registrar picks up retries and discards within a second.
 //!
 //! `--metrics-addr` serves `/metrics` (Prometheus), `/healthz` and `/readyz`, and prints
 //! `listening on http://ADDR` on stdout once bound (port 0 picks a free port). Logs go to stderr.
@@ -59,6 +65,29 @@ struct Args {
     /// Log JSON lines instead of human-readable text.
     #[arg(long)]
     json_logs: bool,
+    /// Quarantine commands: list, retry (with --key, --code or --all), discard (with --key and
+    /// --reason).
+    #[arg(long, value_enum)]
+    quarantine: Option<QuarantineCommand>,
+    /// With --quarantine retry/discard: the object key.
+    #[arg(long)]
+    key: Option<String>,
+    /// With --quarantine retry: every open entry with this error code.
+    #[arg(long)]
+    code: Option<String>,
+    /// With --quarantine retry: every open entry.
+    #[arg(long)]
+    all: bool,
+    /// With --quarantine discard: why the segment is given up (recorded).
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum QuarantineCommand {
+    List,
+    Retry,
+    Discard,
 }
 
 fn main() -> ExitCode {
@@ -93,6 +122,15 @@ async fn async_main() -> ExitCode {
             None if report.passed() => ExitCode::SUCCESS,
             None => ExitCode::from(1),
             Some(code) => ExitCode::from(exit_code(code)),
+        };
+    }
+    if let Some(command) = args.quarantine {
+        return match quarantine(command, &args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(exit_code(e.code()))
+            }
         };
     }
     match run(args).await {
@@ -241,6 +279,53 @@ async fn run(args: Args) -> Result<(), Error> {
     }
     progress_task.abort();
     stop_all(running, &health).await
+}
+
+/// `--quarantine ...` on the quarantine file of every selected sink.
+fn quarantine(command: QuarantineCommand, args: &Args) -> Result<(), Error> {
+    use thadam_iceberg::ops::quarantine::{Selector, discard, list, retry};
+    let config = Config::load(&args.config)?;
+    let files: Vec<PathBuf> = config
+        .registrars
+        .iter()
+        .filter(|r| args.sink.as_ref().is_none_or(|s| &r.id == s))
+        .map(|r| r.quarantine_file.clone())
+        .collect();
+    if files.is_empty() {
+        return Err(Error::config_invalid(format!(
+            "{} has no iceberg sink to run --quarantine on",
+            args.config.display()
+        )));
+    }
+    for file in files {
+        match command {
+            QuarantineCommand::List => print!("{}", list(&file)?),
+            QuarantineCommand::Retry => {
+                let selector = match (&args.key, &args.code, args.all) {
+                    (Some(k), None, false) => Selector::Key(k.clone()),
+                    (None, Some(c), false) => Selector::Code(c.clone()),
+                    (None, None, true) => Selector::All,
+                    _ => {
+                        return Err(Error::config_invalid(
+                            "--quarantine retry takes exactly one of --key K, --code C, --all",
+                        ));
+                    }
+                };
+                let n = retry(&file, &selector)?;
+                println!("{n} segment(s) marked for retry in {}", file.display());
+            }
+            QuarantineCommand::Discard => {
+                let (Some(key), Some(reason)) = (&args.key, &args.reason) else {
+                    return Err(Error::config_invalid(
+                        "--quarantine discard needs --key K and --reason \"...\"",
+                    ));
+                };
+                let n = discard(&file, key, reason)?;
+                println!("{n} segment(s) discarded in {}", file.display());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One started sink.

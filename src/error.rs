@@ -37,6 +37,8 @@ pub enum ErrorCode {
     PartitionMismatch,
     /// An embedded feed delivered a segment out of catalog order.
     FeedOutOfOrder,
+    /// The quarantine file (`on_bad_segment: quarantine`) cannot be read or written.
+    QuarantineFailed,
     /// A network or server fault (unreachable, 5xx, timeout). Retried with backoff.
     Unavailable,
     /// Work abandoned because the registrar is stopping (not a failure).
@@ -60,6 +62,7 @@ impl ErrorCode {
             ErrorCode::TableUnsupported => "sink.iceberg_table_unsupported",
             ErrorCode::PartitionMismatch => "sink.iceberg_partition_mismatch",
             ErrorCode::FeedOutOfOrder => "feed.out_of_order",
+            ErrorCode::QuarantineFailed => "quarantine.failed",
             ErrorCode::Unavailable => "sink.iceberg_unavailable",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",

@@ -132,6 +132,20 @@ pub const METRICS: &[MetricDoc] = &[
         "Time to read one footer, retries included.",
     ),
     doc(
+        "thadam_iceberg_segments_quarantined_total",
+        Kind::Counter,
+        &["table", "code"],
+        None,
+        "Segments quarantined (on_bad_segment: quarantine), by the error code about their file.",
+    ),
+    doc(
+        "thadam_iceberg_segments_in_quarantine",
+        Kind::Gauge,
+        NONE,
+        None,
+        "Open entries of the quarantine file: quarantined and neither registered nor discarded.",
+    ),
+    doc(
         "thadam_iceberg_backlog_segments",
         Kind::Gauge,
         TABLE,

@@ -54,6 +54,20 @@ use crate::shutdown::{self, ShutdownTrigger};
 use crate::status::{RegistrarStatus, StatusBoard};
 use crate::tls::{TlsSettings, catalog_http_client};
 
+/// The quarantine file, opened when the policy is `quarantine` or when a file is there already:
+/// entries left open under `quarantine` must be decided by files under `stop` too.
+fn open_quarantine(
+    config: &RegistrarConfig,
+) -> Result<Option<Arc<crate::table::quarantine::QuarantineStore>>> {
+    use crate::table::quarantine::{BadSegmentPolicy, QuarantineStore};
+    if config.on_bad_segment == BadSegmentPolicy::Stop && !config.quarantine_file.exists() {
+        return Ok(None);
+    }
+    let store = QuarantineStore::open(&config.quarantine_file)?;
+    metrics::gauge!("thadam_iceberg_segments_in_quarantine").set(store.open_count() as f64);
+    Ok(Some(Arc::new(store)))
+}
+
 /// Starts registrars. Each start runs one registrar (one `kind: iceberg` sink) on the current
 /// tokio runtime, until stopped or until a fatal error.
 pub struct Registrar;
@@ -108,6 +122,7 @@ impl Registrar {
             };
             status.update(&table.to_string(), |_| {});
         }
+        let quarantine = open_quarantine(&config)?;
         let ctx = Arc::new(RegistrarContext {
             config,
             client,
@@ -116,6 +131,7 @@ impl Registrar {
             shutdown,
             tuning,
             history: feed.history(),
+            quarantine,
         });
         let outcome: Outcome = Arc::new(Mutex::new(None));
         let (supervisor, join) = Actor::spawn(

@@ -27,8 +27,12 @@ pub struct TableStatus {
     pub registered: u64,
     /// Segments skipped because the table already had them (restart, replay, another writer).
     pub skipped: u64,
-    /// Segments seen but not yet committed.
+    /// Segments seen but not yet committed (quarantined ones not included).
     pub backlog: u64,
+    /// Quarantined segments the committer holds now (`on_bad_segment: quarantine`).
+    pub quarantined: u64,
+    /// Segments this registrar quarantined since it started.
+    pub quarantined_total: u64,
     /// Commits (snapshots) made since start.
     pub commits: u64,
     /// The highest catalog sequence number handled (committed or skipped).

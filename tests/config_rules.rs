@@ -1801,3 +1801,39 @@ fn partition_by_parses_terms_and_refuses_bad_ones() {
         fx.fails(&edited(|d| set(d, &reg("partition_by"), value)), needles);
     }
 }
+
+// on_bad_segment and quarantine_file (quarantine, supersede, replay).
+#[test]
+fn on_bad_segment_and_quarantine_file_parse_and_are_checked() {
+    use thadam_iceberg::table::quarantine::BadSegmentPolicy;
+    let fx = Fixture::new();
+    let default = fx.load_ok(&base());
+    assert_eq!(
+        default.on_bad_segment,
+        BadSegmentPolicy::Stop,
+        "the spec's default"
+    );
+    let mut expected = default.source.catalog.as_os_str().to_owned();
+    expected.push(".quarantine");
+    assert_eq!(
+        default.quarantine_file.as_os_str(),
+        expected,
+        "next to the segment catalog"
+    );
+    let config = fx.load_ok(&edited(|d| {
+        set(d, &reg("on_bad_segment"), "quarantine");
+        set(d, &reg("quarantine_file"), "state/bad.jsonl");
+    }));
+    assert_eq!(config.on_bad_segment, BadSegmentPolicy::Quarantine);
+    assert!(
+        config.quarantine_file.is_absolute() && config.quarantine_file.ends_with("state/bad.jsonl"),
+        "relative to the config file's directory: {:?}",
+        config.quarantine_file
+    );
+    let stop = fx.load_ok(&edited(|d| set(d, &reg("on_bad_segment"), "stop")));
+    assert_eq!(stop.on_bad_segment, BadSegmentPolicy::Stop);
+    fx.fails(
+        &edited(|d| set(d, &reg("on_bad_segment"), "skip")),
+        &["config.on_bad_segment", "stop", "quarantine"],
+    );
+}

@@ -15,7 +15,7 @@
 //! manifest writes use them; the committer reloads the table for fresh ones shortly before they
 //! expire, and once when S3 refuses them (a refusal of the fresh ones is `auth.failed`).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,8 +33,13 @@ use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, Sche
 use crate::protocol::segment::UploadedSegment;
 use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, append_transaction, preparation_failure};
+use crate::table::append::{ReadySegment, append_transaction, data_file, preparation_failure};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
+use crate::table::quarantine::{
+    Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
+};
+
+mod bad_segments;
 
 pub struct Committer;
 
@@ -50,7 +55,8 @@ pub struct CommitterArgs {
 #[derive(Default)]
 struct PendingQueue {
     by_seq: BTreeMap<u64, Pending>,
-    keys: HashSet<String>,
+    /// Object key -> the seq holding it.
+    keys: HashMap<String, u64>,
     /// How many are not `decided`, so that a committer with nothing undecided (the usual case)
     /// learns it in O(1) on every message instead of scanning its backlog.
     undecided: usize,
@@ -58,11 +64,21 @@ struct PendingQueue {
 
 impl PendingQueue {
     fn holds(&self, segment: &UploadedSegment) -> bool {
-        self.by_seq.contains_key(&segment.seq) || self.keys.contains(&segment.object_key)
+        self.by_seq.contains_key(&segment.seq) || self.keys.contains_key(&segment.object_key)
+    }
+
+    /// The seq of the pending segment with this object key, if any.
+    fn seq_of_key(&self, key: &str) -> Option<u64> {
+        self.keys.get(key).copied()
+    }
+
+    fn get(&self, seq: &u64) -> Option<&Pending> {
+        self.by_seq.get(seq)
     }
 
     fn insert(&mut self, pending: Pending) {
-        self.keys.insert(pending.segment.object_key.clone());
+        self.keys
+            .insert(pending.segment.object_key.clone(), pending.segment.seq);
         if !pending.decided {
             self.undecided += 1;
         }
@@ -75,7 +91,9 @@ impl PendingQueue {
 
     fn remove(&mut self, seq: &u64) -> Option<Pending> {
         let removed = self.by_seq.remove(seq)?;
-        self.keys.remove(&removed.segment.object_key);
+        if self.keys.get(&removed.segment.object_key) == Some(seq) {
+            self.keys.remove(&removed.segment.object_key);
+        }
         if !removed.decided {
             self.undecided -= 1;
         }
@@ -149,6 +167,17 @@ pub struct CommitterState {
     /// A generation that was already due for renewal when it arrived (the catalog vends
     /// credentials that expire within the margin): not renewed again, used until refused.
     renewal_exhausted: Option<u64>,
+    /// Quarantined segments this committer holds (not attempted until the operator asks for a
+    /// retry, or a later record of the key supersedes them), by seq.
+    held: BTreeMap<u64, UploadedSegment>,
+    /// Seqs of pending segments that were quarantined: decided by their files, never by a
+    /// watermark (see `table::quarantine`).
+    by_files: HashSet<u64>,
+    /// A `QuarantinePoll` message is scheduled.
+    poll_armed: bool,
+    /// Recorded sizes of keys registered or found registered (bounded by [`RECENT`]), to warn
+    /// about a re-ship of a key that is already in the table.
+    registered_sizes: HashMap<String, u64>,
 }
 
 /// How many distinct file schemas a committer remembers as accepted.
@@ -185,6 +214,10 @@ impl Actor for Committer {
             accepted: Vec::new(),
             reloaded_for_refusal: None,
             renewal_exhausted: None,
+            held: BTreeMap::new(),
+            by_files: HashSet::new(),
+            poll_armed: false,
+            registered_sizes: HashMap::new(),
         })
     }
 
@@ -203,6 +236,10 @@ impl Actor for Committer {
             CommitterMsg::LingerElapsed => {
                 state.linger_armed = false;
                 Ok(())
+            }
+            CommitterMsg::QuarantinePoll => {
+                state.poll_armed = false;
+                state.poll_quarantine()
             }
             CommitterMsg::FooterRead { seq, result } => {
                 state.reads_in_flight = state.reads_in_flight.saturating_sub(1);
@@ -307,15 +344,76 @@ impl CommitterState {
     }
 
     fn accept(&mut self, segment: UploadedSegment) {
-        let decision = self.committed.decide(&segment);
+        let mut by_files = false;
+        if let Some(entry) = self.quarantine_entry(&segment) {
+            match &entry.resolution {
+                // A later record of the key is quarantined: this one is superseded.
+                None if entry.segment.seq > segment.seq => {
+                    self.superseded(&segment, entry.segment.seq);
+                    return;
+                }
+                None if entry.segment.seq == segment.seq => {
+                    if entry.retry || self.policy() == BadSegmentPolicy::Stop {
+                        by_files = true;
+                    } else {
+                        self.hold(segment);
+                        return;
+                    }
+                }
+                Some(Resolution::Discarded { .. }) if entry.segment.seq >= segment.seq => {
+                    self.discarded(&segment);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        // A later record of a held key supersedes it (the fix of a quarantined segment).
+        if let Some(old) = self
+            .held
+            .iter()
+            .find(|(seq, h)| h.object_key == segment.object_key && **seq < segment.seq)
+            .map(|(seq, _)| *seq)
+        {
+            self.held.remove(&old);
+            self.supersedes(old, &segment);
+        }
+        self.admit(segment, by_files);
+    }
+
+    /// Takes `segment` into the queue (or skips it when the table holds it); `by_files` for one
+    /// that was quarantined.
+    fn admit(&mut self, segment: UploadedSegment, by_files: bool) {
+        let decision = if by_files {
+            self.committed.decide_by_files(&segment)
+        } else {
+            self.committed.decide(&segment)
+        };
         if decision == Decision::Registered {
             self.remember(&segment);
             self.skipped(&segment);
             return;
         }
-        // A feed may deliver a segment again (replay): the first copy is enough.
+        if let Some(seq) = self.pending.seq_of_key(&segment.object_key) {
+            let differs = self.pending.get(&seq).is_some_and(|p| {
+                seq < segment.seq
+                    && (p.segment.file_size, p.segment.row_count)
+                        != (segment.file_size, segment.row_count)
+            });
+            if !differs {
+                // A feed may deliver a segment again (replay), or a writer record a batch twice:
+                // the first copy is enough.
+                return;
+            }
+            // A re-ship (new size, new row count): the latest record is the one registered.
+            self.pending.remove(&seq);
+            self.by_files.remove(&seq);
+            self.supersedes(seq, &segment);
+        }
         if self.pending.holds(&segment) {
             return;
+        }
+        if by_files {
+            self.by_files.insert(segment.seq);
         }
         self.pending.insert(Pending {
             segment,
@@ -326,6 +424,15 @@ impl CommitterState {
             arrived: Instant::now(),
         });
         self.publish_backlog();
+    }
+
+    /// The decision for a pending segment: by its file for one that was quarantined.
+    fn decide(&self, segment: &UploadedSegment) -> Decision {
+        if self.by_files.contains(&segment.seq) {
+            self.committed.decide_by_files(segment)
+        } else {
+            self.committed.decide(segment)
+        }
     }
 
     fn remember(&mut self, segment: &UploadedSegment) {
@@ -350,17 +457,18 @@ impl CommitterState {
             .filter_map(|p| p.segment.catalog_id.clone())
             .collect();
         self.check_watermarks(&catalogs).await?;
-        let needs_live =
-            self.pending.by_seq.values().any(|p| {
-                !p.decided && self.committed.decide(&p.segment) == Decision::NeedsLiveFiles
-            });
+        let needs_live = self
+            .pending
+            .by_seq
+            .values()
+            .any(|p| !p.decided && self.decide(&p.segment) == Decision::NeedsLiveFiles);
         if needs_live {
             self.list_live_files().await?;
         }
         let mut registered = Vec::new();
         let mut missing = Vec::new();
         for (seq, p) in self.pending.by_seq.iter().filter(|(_, p)| !p.decided) {
-            match self.committed.decide(&p.segment) {
+            match self.decide(&p.segment) {
                 Decision::Registered => registered.push(*seq),
                 Decision::Missing => missing.push(*seq),
                 other => {
@@ -473,8 +581,11 @@ impl CommitterState {
         Ok(())
     }
 
-    fn skipped(&self, segment: &UploadedSegment) {
+    fn skipped(&mut self, segment: &UploadedSegment) {
         tracing::debug!(table = %self.name, key = %segment.object_key, "already registered; skipping");
+        self.by_files.remove(&segment.seq);
+        self.warn_reship(segment);
+        self.resolve_registered(segment);
         metrics::counter!("thadam_iceberg_duplicates_skipped_total", "table" => self.name.to_string())
             .increment(1);
         let seq = segment.seq;
@@ -486,15 +597,23 @@ impl CommitterState {
 
     fn publish_backlog(&self) {
         let backlog = self.pending.len() as u64;
+        let held = self.held.len() as u64;
         metrics::gauge!("thadam_iceberg_backlog_segments", "table" => self.name.to_string())
             .set(backlog as f64);
-        self.ctx()
-            .status
-            .update(&self.name.to_string(), |s| s.backlog = backlog);
+        self.ctx().status.update(&self.name.to_string(), |s| {
+            s.backlog = backlog;
+            s.quarantined = held;
+        });
     }
 
     /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
+        if !self.held.is_empty() && !self.poll_armed {
+            self.poll_armed = true;
+            myself.send_after(self.ctx().tuning.quarantine_poll, || {
+                CommitterMsg::QuarantinePoll
+            });
+        }
         loop {
             self.renew_if_due().await?;
             self.decide_pending().await?;
@@ -617,7 +736,9 @@ impl CommitterState {
                 return Ok(());
             }
             let filtered_against = self.table_version();
-            self.reconcile_schema(&todo).await?;
+            if let Err((seq, e)) = self.reconcile_schema(&todo).await? {
+                return self.bad_segment(seq, e).await;
+            }
             if self.table_version() != filtered_against {
                 // A newer table: what it holds may include some of `todo`.
                 continue;
@@ -626,6 +747,16 @@ impl CommitterState {
                 .table
                 .clone()
                 .ok_or_else(|| Error::internal("no table after schema reconciliation"))?;
+            // A segment whose rows fit no single partition fails the whole append: find it first.
+            if !table.metadata().default_partition_spec().is_unpartitioned() {
+                for r in &todo {
+                    if let Err(e) = data_file(&table, &ctx.config.url.bucket, r)
+                        && is_about_the_file(e.code())
+                    {
+                        return self.bad_segment(r.segment.seq, e).await;
+                    }
+                }
+            }
             if let Some(hook) = &ctx.tuning.hooks.before_append {
                 hook.before_append(&self.name, &table, &todo).await;
             }
@@ -724,13 +855,13 @@ impl CommitterState {
         self.check_watermarks(&catalogs).await?;
         if batch
             .iter()
-            .any(|r| self.committed.decide(&r.segment) == Decision::NeedsLiveFiles)
+            .any(|r| self.decide(&r.segment) == Decision::NeedsLiveFiles)
         {
             self.list_live_files().await?;
         }
         let mut todo = Vec::with_capacity(batch.len());
         for r in batch {
-            match self.committed.decide(&r.segment) {
+            match self.decide(&r.segment) {
                 Decision::Registered => {
                     if self.pending.remove(&r.segment.seq).is_some() {
                         self.remember(&r.segment);
@@ -750,7 +881,12 @@ impl CommitterState {
     }
 
     /// Brings the table to a schema that covers every file of the batch (created if absent).
-    async fn reconcile_schema(&mut self, batch: &[ReadySegment]) -> Result<()> {
+    /// A file that cannot be taken for a reason about the file ([`is_about_the_file`]) is the
+    /// inner error, with its seq.
+    async fn reconcile_schema(
+        &mut self,
+        batch: &[ReadySegment],
+    ) -> Result<std::result::Result<(), (u64, Error)>> {
         let mut last_schema: Option<&arrow_schema::SchemaRef> = None;
         for r in batch {
             // Consecutive segments usually share a schema: reconcile each distinct one once.
@@ -781,7 +917,11 @@ impl CommitterState {
                 .await
                 .map_err(|e| Error::internal(format!("the schema merger is gone: {e}")))?;
             let table = match table {
-                ractor::rpc::CallResult::Success(result) => result?,
+                ractor::rpc::CallResult::Success(Ok(table)) => table,
+                ractor::rpc::CallResult::Success(Err(e)) if is_about_the_file(e.code()) => {
+                    return Ok(Err((r.segment.seq, e)));
+                }
+                ractor::rpc::CallResult::Success(Err(e)) => return Err(e),
                 _ => return Err(Error::internal("the schema merger did not answer")),
             };
             let unchanged = self.table.as_ref().is_some_and(|t| {
@@ -798,7 +938,7 @@ impl CommitterState {
             }
             self.accepted.push(Arc::clone(&r.footer.arrow_schema));
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// The generation of the vended credentials `table`'s FileIO signs with (those vended for
@@ -824,9 +964,13 @@ impl CommitterState {
     /// A footer read failed. S3 refusing vended credentials is answered by [`Self::vended_refused`]
     /// and the read is requested again; anything else stops the service as before.
     async fn footer_failed(&mut self, seq: u64, e: Error) -> Result<()> {
-        let generation = self.pending.get_mut(&seq).and_then(|p| p.read_generation);
+        let Some(pending) = self.pending.get(&seq) else {
+            // Superseded by a later record of its key while the read was in flight.
+            return Ok(());
+        };
+        let generation = pending.read_generation;
         let (Some(generation), ErrorCode::AuthFailed) = (generation, e.code()) else {
-            return Err(e);
+            return self.bad_segment(seq, e).await;
         };
         let key = self
             .pending
@@ -957,6 +1101,8 @@ impl CommitterState {
         self.table = Some(table);
         for r in batch {
             self.remember(&r.segment);
+            self.by_files.remove(&r.segment.seq);
+            self.resolve_registered(&r.segment);
         }
         let rows: u64 = batch.iter().map(|r| r.footer.row_count()).sum();
         let bytes: u64 = batch.iter().map(|r| r.footer.object_size).sum();
@@ -1046,6 +1192,20 @@ mod tests {
         assert!(q.remove(&2).is_some());
         assert!(!q.holds(&segment(2, "a")), "the key index follows removals");
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_later_record_of_a_key_takes_over_its_index() {
+        let mut q = PendingQueue::default();
+        q.insert(pending(segment(5, "k")));
+        assert_eq!(q.seq_of_key("k"), Some(5));
+        q.remove(&5);
+        q.insert(pending(segment(21, "k")));
+        assert_eq!(q.seq_of_key("k"), Some(21));
+        // Removing a seq that no longer owns the key leaves the key's owner indexed.
+        q.insert(pending(segment(30, "k")));
+        q.remove(&21);
+        assert_eq!(q.seq_of_key("k"), Some(30));
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct Tuning {
     /// Caps the config's `commit.max_segments` (e.g. `--max-batch`, or 1 in tests that map
     /// faults onto commits one to one). Default: no cap.
     pub max_batch: usize,
+    /// How often a committer holding quarantined segments reads the quarantine file for the
+    /// operator's `retry` and `discarded` lines.
+    pub quarantine_poll: std::time::Duration,
     /// Test seams; none in production.
     pub hooks: Hooks,
 }
@@ -57,6 +60,7 @@ impl Default for Tuning {
             footer_readers: 0,
             reads_per_table: 64,
             max_batch: usize::MAX,
+            quarantine_poll: std::time::Duration::from_secs(1),
             hooks: Hooks::default(),
         }
     }
@@ -72,6 +76,9 @@ pub struct RegistrarContext {
     /// The feed's random access to its records, to check watermarks against (see
     /// `table::committed`); `None` for feeds whose catalog ids never reuse a seq.
     pub history: Option<Arc<dyn crate::protocol::feed::SegmentHistory>>,
+    /// The quarantine file, when `on_bad_segment: quarantine` or when one exists (its open
+    /// entries are then decided by files, never by a watermark: see `table::quarantine`).
+    pub quarantine: Option<Arc<crate::table::quarantine::QuarantineStore>>,
 }
 
 impl RegistrarContext {

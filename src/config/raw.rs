@@ -48,6 +48,8 @@ pub(crate) struct RawIceberg {
     pub commit: Option<Value>,
     pub footer_readers: Option<Value>,
     pub unready_after: Option<Value>,
+    pub on_bad_segment: Option<Value>,
+    pub quarantine_file: Option<Value>,
 }
 
 /// `catalog_credential:`.

@@ -57,6 +57,12 @@ pub struct RegistrarConfig {
     /// `unready_after`: how long a table may keep failing (retried) before `/readyz` answers 503
     /// for it. Default [`DEFAULT_UNREADY_AFTER`] (5 minutes).
     pub unready_after: std::time::Duration,
+    /// `on_bad_segment`: stop (default) or quarantine a segment that cannot be registered for
+    /// a reason about its file (see `table::quarantine`).
+    pub on_bad_segment: crate::table::quarantine::BadSegmentPolicy,
+    /// `quarantine_file`: where quarantined segments are recorded. Default
+    /// `{segment catalog}.quarantine`.
+    pub quarantine_file: PathBuf,
     /// The `from` parquet sink, as far as the registrar needs it.
     pub source: ParquetSource,
 }

@@ -18,6 +18,7 @@ use super::types::{
 use super::urls;
 use crate::error::Result;
 use crate::table::partition::PartitionTerm;
+use crate::table::quarantine::BadSegmentPolicy;
 
 /// Builds the registrar for `sink` (of kind iceberg); `sinks` is the whole list, for `from` and
 /// the shipper.
@@ -110,6 +111,12 @@ pub(crate) fn registrar(
         ));
     }
 
+    let on_bad_segment = on_bad_segment(&ctx, &raw)?;
+    let quarantine_file = match ctx.path("config.quarantine_file", raw.quarantine_file.as_ref())? {
+        Some(path) => path,
+        None => default_quarantine_file(&source.catalog),
+    };
+
     // Rule 17, once everything else holds.
     warn_cleartext(&ctx, &catalog_uri, &catalog_auth);
 
@@ -133,8 +140,31 @@ pub(crate) fn registrar(
         commit,
         footer_readers,
         unready_after,
+        on_bad_segment,
+        quarantine_file,
         source,
     })
+}
+
+/// `on_bad_segment`: `stop` (the default) or `quarantine`.
+fn on_bad_segment(ctx: &Ctx, raw: &RawIceberg) -> Result<BadSegmentPolicy> {
+    const KEY: &str = "config.on_bad_segment";
+    match ctx.optional(KEY, raw.on_bad_segment.as_ref())?.as_deref() {
+        None | Some("stop") => Ok(BadSegmentPolicy::Stop),
+        Some("quarantine") => Ok(BadSegmentPolicy::Quarantine),
+        Some(_) => Err(ctx.err(
+            KEY,
+            "must be stop (a segment that cannot be registered stops the service, the default) \
+             or quarantine (it is recorded in quarantine_file and the others go on)",
+        )),
+    }
+}
+
+/// `{segment catalog}.quarantine`, next to the segment catalog.
+fn default_quarantine_file(catalog: &std::path::Path) -> std::path::PathBuf {
+    let mut name = catalog.as_os_str().to_owned();
+    name.push(".quarantine");
+    std::path::PathBuf::from(name)
 }
 
 /// `partition_by`: a list of partition terms (`hour(ts)`, `device`, `bucket(16, device)`), each

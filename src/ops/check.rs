@@ -18,6 +18,56 @@ use crate::config::{CatalogAuth, Config, RegistrarConfig, TableLocation, Unsigne
 use crate::error::{Error, ErrorCode};
 use crate::protocol::segment_log::{LogEntry, SegmentLogReader};
 
+/// `quarantine`: with `on_bad_segment: quarantine` (or a quarantine file left from it), the
+/// segments in quarantine, one per line of detail; `warn` while any is open (they wait for a
+/// fix and `--quarantine retry`, or a discard), not a failure.
+fn check_quarantine(config: &RegistrarConfig, report: &mut CheckReport) {
+    use crate::table::quarantine::{BadSegmentPolicy, QuarantineStore};
+    let sink = config.id.as_str();
+    let path = &config.quarantine_file;
+    if config.on_bad_segment == BadSegmentPolicy::Stop && !path.exists() {
+        return;
+    }
+    let state = match QuarantineStore::open(path) {
+        Ok(store) => store.state(),
+        Err(e) => return report.outcome(sink, "quarantine", Err(e)),
+    };
+    let open: Vec<String> = state
+        .open()
+        .map(|e| {
+            format!(
+                "seq {} dataset {} key {} ({}{})",
+                e.segment.seq,
+                e.segment.dataset,
+                e.segment.object_key,
+                e.code,
+                if e.retry { ", retry requested" } else { "" }
+            )
+        })
+        .collect();
+    if open.is_empty() {
+        report.push(
+            Some(sink),
+            "quarantine",
+            Verdict::Ok,
+            format!("no segment in quarantine ({})", path.display()),
+        );
+    } else {
+        report.push(
+            Some(sink),
+            "quarantine",
+            Verdict::CannotTell,
+            format!(
+                "{} segment(s) in quarantine ({}): {}; fix them and run --quarantine retry, or \
+                 --quarantine discard",
+                open.len(),
+                path.display(),
+                open.join("; ")
+            ),
+        );
+    }
+}
+
 /// How long one network check may take (an unreachable catalog is retried by the registrar;
 /// a check only reports it).
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(20);
@@ -212,6 +262,7 @@ pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport)
             ),
         }
     }
+    check_quarantine(config, report);
     for dataset in &config.source.datasets {
         let check = format!("dataset {} unsigned policy", dataset.name);
         match dataset.unsigned {

@@ -8,3 +8,4 @@ pub mod check;
 pub mod health;
 pub mod http;
 pub mod progress;
+pub mod quarantine;

@@ -12,8 +12,14 @@ pub fn line(status: &RegistrarStatus, registered_before: u64) -> String {
         .lag_ms()
         .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
         .unwrap_or_else(|| "-".to_string());
+    let quarantined: u64 = status.tables.values().map(|t| t.quarantined).sum();
+    let quarantined = if quarantined > 0 {
+        format!(", quarantined {quarantined}")
+    } else {
+        String::new()
+    };
     format!(
-        "registered {registered} segments (+{}), skipped {}, backlog {}, lag {lag}",
+        "registered {registered} segments (+{}), skipped {}, backlog {}{quarantined}, lag {lag}",
         registered.saturating_sub(registered_before),
         status.tables.values().map(|t| t.skipped).sum::<u64>(),
         status.backlog(),
@@ -65,6 +71,11 @@ mod tests {
         assert_eq!(
             line(&board.snapshot(), 25),
             "registered 40 segments (+15), skipped 2, backlog 5, lag 3.2s"
+        );
+        board.update("ns.b", |t| t.quarantined = 3);
+        assert_eq!(
+            line(&board.snapshot(), 40),
+            "registered 40 segments (+0), skipped 2, backlog 5, quarantined 3, lag 3.2s"
         );
     }
 }

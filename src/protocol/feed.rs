@@ -36,6 +36,19 @@ pub trait SegmentHistory: Send + Sync + 'static {
     /// record is absent (past the end, another kind, another catalog id at this path) is left
     /// out of the map. Blocking: call it off the async threads.
     fn uploaded_at(&self, catalog_id: &str, seqs: &[u64]) -> Result<HashMap<u64, UploadedSegment>>;
+
+    /// The latest `Uploaded` record of `dataset` for `object_key` after `seq` in the catalog
+    /// `catalog_id`, if any: a re-ship that supersedes the record at `seq`. Blocking. The default
+    /// knows of none (a feed without it supersedes only records it delivers in time).
+    fn later_uploaded(
+        &self,
+        _catalog_id: &str,
+        _dataset: &str,
+        _object_key: &str,
+        _seq: u64,
+    ) -> Result<Option<UploadedSegment>> {
+        Ok(None)
+    }
 }
 
 /// A feed that an embedding runtime pushes into through a [`FeedSender`].

@@ -39,6 +39,8 @@ pub enum CommitterMsg {
     Segment(UploadedSegment),
     /// `commit.linger` has passed for the oldest waiting segment: commit what is ready.
     LingerElapsed,
+    /// Time to read the quarantine file for the operator's retries and discards.
+    QuarantinePoll,
     /// A footer read finished.
     FooterRead {
         seq: u64,

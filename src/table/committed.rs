@@ -300,6 +300,31 @@ impl CommittedSet {
         decision
     }
 
+    /// Whether the table holds `segment`, decided by its file alone, never by a watermark: for a
+    /// segment that was quarantined, which a watermark may have passed without it (see
+    /// `table::quarantine`). Its key in a snapshot summary or among the live files is
+    /// registered; when any watermark of its catalog covers its seq, its snapshot may have been
+    /// expired, so the live data files must tell; otherwise it is missing.
+    pub fn decide_by_files(&self, segment: &UploadedSegment) -> Decision {
+        let id = SegmentId::of(&segment.object_key);
+        if self.ids.contains(&id) || self.live.as_ref().is_some_and(|l| l.contains(&id)) {
+            return Decision::Registered;
+        }
+        if self.live.is_some() {
+            return Decision::Missing;
+        }
+        let covered = segment
+            .catalog_id
+            .as_ref()
+            .and_then(|c| self.marks.get(c))
+            .is_some_and(|marks| marks.iter().any(|m| segment.seq <= m.seq));
+        if covered {
+            Decision::NeedsLiveFiles
+        } else {
+            Decision::Missing
+        }
+    }
+
     /// Whether the table already holds `segment`: its key is in a snapshot summary (or among the
     /// live files), or a trusted watermark of its catalog covers its sequence number. Anything
     /// undecided counts as not contained.
@@ -536,6 +561,24 @@ mod tests {
             .watermark_update(&[&seg(4, "c"), &seg(9, "d")])
             .expect("up");
         assert_eq!((next, v), (key, encode_mark(&seg(9, "d"))));
+    }
+
+    #[test]
+    fn a_quarantined_segment_is_decided_by_files_not_by_the_watermark() {
+        let mut set = set_with(&[(
+            format!("{WATERMARK_PREFIX}log"),
+            encode_mark(&seg(20, "k20")),
+        )]);
+        let mark = set.unchecked("log").remove(0);
+        set.settle(&mark, MarkState::Trusted);
+        assert_eq!(set.decide(&seg(5, "k5")), Decision::Registered);
+        assert_eq!(set.decide_by_files(&seg(5, "k5")), Decision::NeedsLiveFiles);
+        assert_eq!(set.decide_by_files(&seg(21, "k21")), Decision::Missing);
+        set.set_live_files(HashSet::from([SegmentId::of("k6")]));
+        assert_eq!(set.decide_by_files(&seg(5, "k5")), Decision::Missing);
+        assert_eq!(set.decide_by_files(&seg(6, "k6")), Decision::Registered);
+        set.record([&seg(5, "k5")], None);
+        assert_eq!(set.decide_by_files(&seg(5, "k5")), Decision::Registered);
     }
 
     #[test]

@@ -7,5 +7,6 @@ pub mod committed;
 pub mod create;
 pub mod metrics;
 pub mod partition;
+pub mod quarantine;
 
 pub use committed::CommittedSet;

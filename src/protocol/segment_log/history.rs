@@ -51,4 +51,32 @@ impl SegmentHistory for LogFileHistory {
         }
         Ok(found)
     }
+
+    fn later_uploaded(
+        &self,
+        catalog_id: &str,
+        dataset: &str,
+        object_key: &str,
+        seq: u64,
+    ) -> Result<Option<UploadedSegment>> {
+        let mut reader = SegmentLogReader::open(&self.path)?;
+        let id = reader.log_id().map(|id| id.to_string());
+        if id.as_deref() != Some(catalog_id) {
+            return Ok(None);
+        }
+        let mut latest = None;
+        while let Some(record) = reader.next_record()? {
+            if record.seq <= seq {
+                continue;
+            }
+            if let Some(mut segment) = record.into_uploaded()
+                && segment.dataset == dataset
+                && segment.object_key == object_key
+            {
+                segment.catalog_id = id.clone();
+                latest = Some(segment);
+            }
+        }
+        Ok(latest)
+    }
 }
