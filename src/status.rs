@@ -50,6 +50,9 @@ pub struct TableStatus {
     /// Since when (ms since the epoch) the table has had a `last_error` without a commit in
     /// between: it is failing and being retried. `None` while healthy.
     pub failing_since_ms: Option<u64>,
+    /// Set when this table alone was stopped by a non-transient error about it
+    /// (`on_bad_segment: quarantine`; the other tables go on): the error, with its code.
+    pub stopped: Option<String>,
 }
 
 impl TableStatus {
@@ -99,6 +102,19 @@ impl RegistrarStatus {
         }
         if !self.catalog_ok {
             return Err("the catalog has not answered with our credentials yet".to_string());
+        }
+        let stopped: Vec<String> = self
+            .tables
+            .iter()
+            .filter_map(|(name, t)| {
+                let error = t.stopped.as_deref()?;
+                Some(format!(
+                    "table {name} stopped (the other tables go on): {error}"
+                ))
+            })
+            .collect();
+        if !stopped.is_empty() {
+            return Err(stopped.join("; "));
         }
         let pending: Vec<&str> = self
             .tables

@@ -354,3 +354,178 @@ async fn a_discarded_segment_is_decided_and_never_registered() {
     let table = h.table("telemetry").await.expect("table");
     assert_exactly_once(&table, &h.env.bucket, &[first, last]).await;
 }
+
+/// Per-table isolation: with `quarantine`, a table whose commits cannot succeed for a reason
+/// about the table (here: absent, with `create_table: false`) stops alone, reported in the
+/// status board and `/readyz`, while another table keeps registering; with `stop` the same
+/// configuration stops the whole service with `sink.iceberg_table_missing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_error_stops_that_table_only_under_quarantine() {
+    let mut h = Harness::with(
+        "quar_isolate",
+        Options {
+            datasets: vec!["telemetry", "other"],
+            create_table: false,
+            extra_iceberg_yaml: "      on_bad_segment: quarantine".to_string(),
+            ..Options::default()
+        },
+    );
+    // `telemetry` exists (created by a first run that may create tables); `other` does not.
+    let first = h.ship_telemetry(0, 10).await;
+    let mut creating = h.config.clone();
+    creating.create_table = true;
+    let handle = h.start_with(creating, Default::default()).await;
+    Harness::finish(handle, 1).await;
+
+    let other_key = h
+        .ship("other", &demo::telemetry_batch(1, 5).expect("batch"))
+        .await;
+    let mut keys = vec![first];
+    for n in 2..5 {
+        keys.push(h.ship_telemetry(n, 10).await);
+    }
+    let handle = h.start().await;
+    let status = tokio::time::timeout(
+        Duration::from_secs(120),
+        handle.wait_until(|s: &RegistrarStatus| {
+            s.tables
+                .get(&format!("{}.telemetry", h.namespace.join(".")))
+                .is_some_and(|t| t.handled() >= 4)
+                && s.tables
+                    .get(&format!("{}.other", h.namespace.join(".")))
+                    .is_some_and(|t| t.stopped.is_some())
+        }),
+    )
+    .await
+    .expect("telemetry registered while other stopped (hang guard)")
+    .expect("no fatal error: the missing table stops alone");
+    let other = &status.tables[&format!("{}.other", h.namespace.join("."))];
+    let stopped = other.stopped.as_deref().expect("stopped");
+    assert!(
+        stopped.starts_with(ErrorCode::TableMissing.as_str()),
+        "{stopped}"
+    );
+    assert!(status.fatal.is_none());
+    let unready = status
+        .readiness()
+        .expect_err("a stopped table makes /readyz answer 503");
+    assert!(unready.contains(".other stopped"), "{unready}");
+    handle.stop();
+    handle.wait().await.expect("clean stop: no fatal error");
+
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    assert!(
+        h.table("other").await.is_none(),
+        "nothing created for other"
+    );
+
+    // The same with the default policy: the whole service stops with the table's code.
+    let mut stopping = h.config.clone();
+    stopping.on_bad_segment = Default::default();
+    let err = tokio::time::timeout(Duration::from_secs(60), async {
+        match thadam_iceberg::Registrar::start(stopping).await {
+            Err(e) => e,
+            Ok(handle) => handle.wait().await.expect_err("fatal under stop"),
+        }
+    })
+    .await
+    .expect("fatal at once (hang guard)");
+    assert_eq!(err.code(), ErrorCode::TableMissing, "{err}");
+    let _ = other_key;
+}
+
+/// The two bad-file kinds that depend on the table: a schema that cannot be merged into it (a
+/// string column arriving as a long) and a file whose rows span two partitions of its spec. Both
+/// are quarantined with their codes while the good segments register; a re-ship of the
+/// partition misfit (one hour only) supersedes it and is registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_and_partition_misfits_are_quarantined_and_a_reship_registers() {
+    use arrow_array::TimestampMicrosecondArray;
+    let mut h = Harness::with(
+        "quar_misfit",
+        Options {
+            extra_iceberg_yaml: "      on_bad_segment: quarantine\n      partition_by: [hour(ts)]"
+                .to_string(),
+            ..Options::default()
+        },
+    );
+    // Segment 0: seconds 0-9 of 2026-01-01, hour 0.
+    let mut good = vec![h.ship_telemetry(0, 10).await];
+    // Segment 171 with 21 rows: seconds 3591-3611, across hours 0 and 1.
+    let spans = key(&h, "telemetry", "spans");
+    let spanning = write_batch(&demo::telemetry_batch(171, 21).expect("batch"));
+    put(&h, &spans, spanning.clone()).await;
+    record(
+        &mut h,
+        "telemetry",
+        "spans",
+        &spans,
+        spanning.len() as u64,
+        21,
+    );
+    // `device` (field 2) is a string in the table; here it is a long.
+    let misfit = key(&h, "telemetry", "misfit");
+    let schema = Arc::new(Schema::new(vec![
+        demo::field(
+            "ts",
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+            1,
+        ),
+        demo::field("device", DataType::Int64, false, 2),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![1_767_225_600_000_000i64])
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(Int64Array::from(vec![7])),
+        ],
+    )
+    .expect("batch");
+    let misfit_bytes = write_batch(&batch);
+    put(&h, &misfit, misfit_bytes.clone()).await;
+    record(
+        &mut h,
+        "telemetry",
+        "misfit",
+        &misfit,
+        misfit_bytes.len() as u64,
+        1,
+    );
+    good.push(h.ship_telemetry(1, 10).await);
+
+    let handle = h.start().await;
+    wait(&handle, |s| s.registered() >= 2 && quarantined(s) >= 2).await;
+    let state = QuarantineStore::open(&h.config.quarantine_file)
+        .expect("quarantine file")
+        .state();
+    let code_of = |k: &str| state.get("telemetry", k).map(|e| e.code.clone());
+    assert_eq!(
+        code_of(&spans).as_deref(),
+        Some(ErrorCode::PartitionMismatch.as_str())
+    );
+    assert_eq!(
+        code_of(&misfit).as_deref(),
+        Some(ErrorCode::SchemaMismatch.as_str())
+    );
+
+    // Re-ship the spanning segment's first 9 rows (seconds 3591-3599, hour 0) to the same key.
+    let fixed = write_batch(&demo::telemetry_batch(171, 21).expect("batch").slice(0, 9));
+    put(&h, &spans, fixed.clone()).await;
+    record(&mut h, "telemetry", "spans", &spans, fixed.len() as u64, 9);
+    wait(&handle, |s| s.registered() >= 3).await;
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    good.push(spans.clone());
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &good).await;
+    assert_eq!(
+        common::row_count(&common::read_all(&table).await),
+        29,
+        "the re-shipped rows, not the spanning ones"
+    );
+}

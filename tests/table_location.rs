@@ -346,5 +346,9 @@ print(json.dumps(sorted(task.file.partition[0] for task in t.scan().plan_files()
 "#,
         &[&ident],
     );
-    assert_eq!(out.trim(), "[0, 1, 2]", "each file carries its partition value");
+    assert_eq!(
+        out.trim(),
+        "[0, 1, 2]",
+        "each file carries its partition value"
+    );
 }

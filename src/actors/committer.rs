@@ -37,6 +37,7 @@ use crate::table::append::{ReadySegment, append_transaction, data_file, preparat
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
 use crate::table::quarantine::{
     Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
+    stops_table_only,
 };
 
 mod bad_segments;
@@ -175,6 +176,9 @@ pub struct CommitterState {
     by_files: HashSet<u64>,
     /// A `QuarantinePoll` message is scheduled.
     poll_armed: bool,
+    /// This table alone stopped on a non-transient error about it (`on_bad_segment:
+    /// quarantine`): every later message is ignored; its segments stay in the segment catalog.
+    stopped: bool,
     /// Recorded sizes of keys registered or found registered (bounded by [`RECENT`]), to warn
     /// about a re-ship of a key that is already in the table.
     registered_sizes: HashMap<String, u64>,
@@ -217,6 +221,7 @@ impl Actor for Committer {
             held: BTreeMap::new(),
             by_files: HashSet::new(),
             poll_armed: false,
+            stopped: false,
             registered_sizes: HashMap::new(),
         })
     }
@@ -227,6 +232,11 @@ impl Actor for Committer {
         msg: CommitterMsg,
         state: &mut CommitterState,
     ) -> HandlerResult {
+        if state.stopped {
+            // Nothing of this table is registered until a restart; the segment catalog keeps
+            // every segment, so dropping the messages loses nothing.
+            return Ok(());
+        }
         let result = match msg {
             CommitterMsg::Init => state.init().await,
             CommitterMsg::Segment(segment) => {
@@ -265,6 +275,10 @@ impl Actor for Committer {
             Ok(()) => Ok(()),
             // Stopping: leave everything pending in the catalog.
             Err(e) if e.code() == ErrorCode::Cancelled => Ok(()),
+            Err(e) if stops_table_only(state.ctx().config.on_bad_segment, e.code()) => {
+                state.stop_table(&e);
+                Ok(())
+            }
             Err(e) => {
                 state.report_error(&e);
                 Err(Box::new(e))
@@ -1144,6 +1158,29 @@ impl CommitterState {
         metrics::gauge!("thadam_iceberg_backlog_segments", "table" => name.clone())
             .set(backlog as f64);
         tracing::info!(table = %name, segments = batch.len(), rows, "registered");
+    }
+
+    /// Stops this table alone (see [`stops_table_only`]): reported in the status board (and so
+    /// `/readyz`), in `thadam_iceberg_table_stopped`, and in the log; the memory its waiting
+    /// segments held is released (they stay in the segment catalog, for the next start).
+    fn stop_table(&mut self, e: &Error) {
+        self.stopped = true;
+        tracing::error!(
+            table = %self.name,
+            code = %e.code(),
+            "table stopped, the other tables go on (on_bad_segment: quarantine): {}; fix it and \
+             restart the registrar",
+            e.message()
+        );
+        metrics::gauge!("thadam_iceberg_table_stopped", "table" => self.name.to_string()).set(1.0);
+        self.ctx().status.update(&self.name.to_string(), |s| {
+            s.last_error = Some(e.to_string());
+            s.stopped = Some(e.to_string());
+        });
+        self.pending = PendingQueue::default();
+        self.held.clear();
+        self.by_files.clear();
+        self.publish_backlog();
     }
 
     fn report_error(&self, e: &Error) {

@@ -81,6 +81,23 @@ pub fn is_about_the_file(code: ErrorCode) -> bool {
     )
 }
 
+/// Whether an error with this code is about one table (absent with `create_table: false`,
+/// refused by the catalog, a property this client cannot write), so that under `quarantine` it
+/// stops that table only. Credentials, TLS, configuration and the segment catalog concern every
+/// table and stop the service under both policies; transient faults never reach here.
+pub fn is_about_the_table(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::TableMissing | ErrorCode::CatalogRejected | ErrorCode::TableUnsupported
+    )
+}
+
+/// How far a committer's non-transient failure reaches: with `quarantine`, an error about the
+/// table stops that table alone; anything else (and everything under `stop`) stops the service.
+pub fn stops_table_only(policy: BadSegmentPolicy, code: ErrorCode) -> bool {
+    policy == BadSegmentPolicy::Quarantine && is_about_the_table(code)
+}
+
 /// The policy as a pure function of the configuration and the error's code.
 pub fn action(policy: BadSegmentPolicy, code: ErrorCode) -> Action {
     match policy {
@@ -384,6 +401,29 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_table_errors_under_quarantine_stop_just_the_table() {
+        use BadSegmentPolicy::{Quarantine, Stop};
+        for code in [
+            ErrorCode::TableMissing,
+            ErrorCode::CatalogRejected,
+            ErrorCode::TableUnsupported,
+        ] {
+            assert!(stops_table_only(Quarantine, code), "{code:?}");
+            assert!(!stops_table_only(Stop, code), "{code:?}");
+        }
+        for code in [
+            ErrorCode::AuthFailed,
+            ErrorCode::ConfigInvalid,
+            ErrorCode::SegmentCatalogCorrupt,
+            ErrorCode::FeedOutOfOrder,
+            ErrorCode::Internal,
+            ErrorCode::FooterInvalid,
+        ] {
+            assert!(!stops_table_only(Quarantine, code), "{code:?}");
+        }
+    }
 
     fn seg(seq: u64, key: &str) -> UploadedSegment {
         UploadedSegment {
