@@ -146,6 +146,13 @@ pub const METRICS: &[MetricDoc] = &[
         "Open entries of the quarantine file: quarantined and neither registered nor discarded.",
     ),
     doc(
+        "thadam_iceberg_table_stopped",
+        Kind::Gauge,
+        &["table"],
+        None,
+        "1 when that table alone was stopped by an error about it (on_bad_segment: quarantine).",
+    ),
+    doc(
         "thadam_iceberg_backlog_segments",
         Kind::Gauge,
         TABLE,

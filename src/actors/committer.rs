@@ -138,6 +138,8 @@ struct Pending {
     footer: Option<Arc<SegmentFooter>>,
     /// When the committer took it (for `commit.linger`).
     arrived: Instant,
+    /// Reads that found the object missing so far (re-read with backoff before quarantine).
+    missing_reads: u32,
 }
 
 pub struct CommitterState {
@@ -247,6 +249,12 @@ impl Actor for Committer {
                 state.linger_armed = false;
                 Ok(())
             }
+            CommitterMsg::RereadFooter { seq } => {
+                if let Some(p) = state.pending.get_mut(&seq) {
+                    p.read_requested = false;
+                }
+                Ok(())
+            }
             CommitterMsg::QuarantinePoll => {
                 state.poll_armed = false;
                 state.poll_quarantine()
@@ -263,7 +271,7 @@ impl Actor for Committer {
                         state.vended_worked(generation);
                         Ok(())
                     }
-                    Err(e) => state.footer_failed(seq, e).await,
+                    Err(e) => state.footer_failed(&myself, seq, e).await,
                 }
             }
         };
@@ -436,6 +444,7 @@ impl CommitterState {
             read_generation: None,
             footer: None,
             arrived: Instant::now(),
+            missing_reads: 0,
         });
         self.publish_backlog();
     }
@@ -977,11 +986,32 @@ impl CommitterState {
 
     /// A footer read failed. S3 refusing vended credentials is answered by [`Self::vended_refused`]
     /// and the read is requested again; anything else stops the service as before.
-    async fn footer_failed(&mut self, seq: u64, e: Error) -> Result<()> {
+    async fn footer_failed(
+        &mut self,
+        myself: &ActorRef<CommitterMsg>,
+        seq: u64,
+        e: Error,
+    ) -> Result<()> {
         let Some(pending) = self.pending.get(&seq) else {
             // Superseded by a later record of its key while the read was in flight.
             return Ok(());
         };
+        if let Some(attempt) = missing_reread(self.policy(), e.code(), pending.missing_reads) {
+            // Under quarantine a missing object is read again a few times first: an upload the
+            // catalog recorded a moment early, or a store that lists late, is not a bad file.
+            let delay = crate::retry::delay_for(&self.ctx().config.retry, attempt, &e);
+            crate::retry::count_retry(Op::Footer, "object_missing");
+            tracing::info!(
+                table = %self.name, seq, ?delay,
+                "{}; reading it again before quarantining it", e.message()
+            );
+            if let Some(p) = self.pending.get_mut(&seq) {
+                // `read_requested` stays set: nothing asks again until the delay is over.
+                p.missing_reads += 1;
+            }
+            myself.send_after(delay, move || CommitterMsg::RereadFooter { seq });
+            return Ok(());
+        }
         let generation = pending.read_generation;
         let (Some(generation), ErrorCode::AuthFailed) = (generation, e.code()) else {
             return self.bad_segment(seq, e).await;
@@ -1190,9 +1220,36 @@ impl CommitterState {
     }
 }
 
+/// How many times a missing object is read again (with backoff) under `quarantine` before it is
+/// quarantined. Under `stop` a missing object is fatal at once, as the spec says.
+const MISSING_REREADS: u32 = 3;
+
+/// Whether a footer read that failed with `code`, after `reads` earlier misses, is read again;
+/// `Some(attempt)` numbers the backoff.
+fn missing_reread(policy: BadSegmentPolicy, code: ErrorCode, reads: u32) -> Option<u32> {
+    (policy == BadSegmentPolicy::Quarantine
+        && code == ErrorCode::ObjectMissing
+        && reads < MISSING_REREADS)
+        .then_some(reads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_object_is_read_again_three_times_under_quarantine_only() {
+        use BadSegmentPolicy::{Quarantine, Stop};
+        let missing = ErrorCode::ObjectMissing;
+        assert_eq!(missing_reread(Quarantine, missing, 0), Some(0));
+        assert_eq!(missing_reread(Quarantine, missing, 2), Some(2));
+        assert_eq!(missing_reread(Quarantine, missing, 3), None);
+        assert_eq!(missing_reread(Stop, missing, 0), None);
+        assert_eq!(
+            missing_reread(Quarantine, ErrorCode::FooterInvalid, 0),
+            None
+        );
+    }
 
     fn segment(seq: u64, key: &str) -> UploadedSegment {
         UploadedSegment {
@@ -1215,6 +1272,7 @@ mod tests {
             read_generation: None,
             footer: None,
             arrived: Instant::now(),
+            missing_reads: 0,
         }
     }
 

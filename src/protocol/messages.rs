@@ -41,6 +41,8 @@ pub enum CommitterMsg {
     LingerElapsed,
     /// Time to read the quarantine file for the operator's retries and discards.
     QuarantinePoll,
+    /// The backoff after a read that found the object missing is over: read it again.
+    RereadFooter { seq: u64 },
     /// A footer read finished.
     FooterRead {
         seq: u64,
