@@ -529,3 +529,82 @@ async fn schema_and_partition_misfits_are_quarantined_and_a_reship_registers() {
         "the re-shipped rows, not the spanning ones"
     );
 }
+
+/// Per-table isolation for a catalog that refuses one table's commits (400): that table stops
+/// alone with `sink.iceberg_catalog_rejected`, the other registers everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_refusing_one_tables_commits_stops_that_table_only() {
+    let mut h = quarantine_harness("quar_refused");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let front = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let upstream = h.env.catalog_uri.clone();
+    let client = reqwest::Client::new();
+    common::relay::serve(listener, move |parts, body| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            if parts.method == hyper::Method::POST && parts.uri.path().ends_with("/tables/other") {
+                let refusal = r#"{"error":{"message":"commits to this table are not allowed","type":"BadRequestException","code":400}}"#;
+                return Ok(common::relay::response(
+                    400,
+                    &Default::default(),
+                    Bytes::from_static(refusal.as_bytes()),
+                ));
+            }
+            let answer = common::relay::request(&client, &upstream, &parts, body, false)
+                .send()
+                .await
+                .map_err(std::io::Error::other)?;
+            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
+            let bytes = answer.bytes().await.unwrap_or_default();
+            Ok(common::relay::response(status, &headers, bytes))
+        }
+    });
+    let mut keys = Vec::new();
+    for n in 0..3 {
+        keys.push(h.ship_telemetry(n, 10).await);
+    }
+    h.ship("other", &demo::telemetry_batch(9, 5).expect("batch"))
+        .await;
+    keys.push(h.ship_telemetry(3, 10).await);
+    let handle = h.start_with(h.config_via(&front), Default::default()).await;
+    let ns = h.namespace.join(".");
+    let status = wait(&handle, |s| {
+        s.tables
+            .get(&format!("{ns}.telemetry"))
+            .is_some_and(|t| t.handled() >= 4)
+            && s.tables
+                .get(&format!("{ns}.other"))
+                .is_some_and(|t| t.stopped.is_some())
+    })
+    .await;
+    let stopped = status.tables[&format!("{ns}.other")]
+        .stopped
+        .clone()
+        .expect("stopped");
+    assert!(
+        stopped.starts_with(ErrorCode::CatalogRejected.as_str()),
+        "{stopped}"
+    );
+    assert!(
+        stopped.contains("not allowed"),
+        "the catalog's words: {stopped}"
+    );
+    assert!(status.readiness().is_err());
+    handle.stop();
+    handle.wait().await.expect("clean stop: no fatal error");
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let other = h
+        .table("other")
+        .await
+        .expect("created, then its append refused");
+    assert!(
+        common::data_files(&other).await.is_empty(),
+        "nothing appended to other"
+    );
+}
