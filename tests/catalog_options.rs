@@ -21,13 +21,7 @@ struct Seen {
 }
 
 async fn recording_front(upstream: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let uri = format!(
-        "http://127.0.0.1:{}",
-        listener.local_addr().expect("addr").port()
-    );
+    let (listener, uri) = common::relay::listen().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     let client = reqwest::Client::new();
@@ -48,13 +42,7 @@ async fn recording_front(upstream: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
                 delegation: header("x-iceberg-access-delegation"),
                 custom: header("x-thadam-test"),
             });
-            let answer = common::relay::request(&client, &upstream, &parts, body, false)
-                .send()
-                .await
-                .map_err(std::io::Error::other)?;
-            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
-            let bytes = answer.bytes().await.unwrap_or_default();
-            Ok(common::relay::response(status, &headers, bytes))
+            common::relay::forward(&client, &upstream, &parts, body, false).await
         }
     });
     (uri, seen)

@@ -329,24 +329,11 @@ print(json.dumps(report))
 "#;
 
 async fn data_files(table: &Table) -> Vec<DataFile> {
-    let snapshot = table
-        .metadata()
-        .current_snapshot()
-        .expect("a snapshot")
-        .clone();
-    let list = table
-        .manifest_list_reader(&snapshot)
-        .load()
+    let mut files: Vec<DataFile> = common::manifest_entries(table)
         .await
-        .expect("manifest list");
-    let mut files = Vec::new();
-    for manifest in list.entries() {
-        let manifest = manifest
-            .load_manifest(table.file_io())
-            .await
-            .expect("manifest");
-        files.extend(manifest.entries().iter().map(|e| e.data_file().clone()));
-    }
+        .into_iter()
+        .map(|(_, file)| file)
+        .collect();
     files.sort_by(|a, b| a.file_path().cmp(b.file_path()));
     files
 }

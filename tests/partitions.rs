@@ -143,39 +143,18 @@ impl Registered {
 
 /// Every data file of the current snapshot, by file name (`seg-x.parquet`).
 async fn files_by_name(table: &Table) -> BTreeMap<String, Registered> {
-    let snapshot = table
-        .metadata()
-        .current_snapshot()
-        .expect("a snapshot")
-        .clone();
-    let list = table
-        .manifest_list_reader(&snapshot)
-        .load()
-        .await
-        .expect("manifest list");
     let mut files = BTreeMap::new();
-    for listed in list.entries() {
-        let manifest = listed
-            .load_manifest(table.file_io())
-            .await
-            .expect("manifest");
-        for entry in manifest.entries() {
-            let file = Registered {
-                spec_id: listed.partition_spec_id,
-                file: entry.data_file().clone(),
-            };
-            let name = file
-                .file
-                .file_path()
-                .rsplit('/')
-                .next()
-                .expect("name")
-                .to_string();
-            assert!(
-                files.insert(name, file).is_none(),
-                "a file registered twice"
-            );
-        }
+    for (spec_id, file) in common::manifest_entries(table).await {
+        let name = file
+            .file_path()
+            .rsplit('/')
+            .next()
+            .expect("name")
+            .to_string();
+        assert!(
+            files.insert(name, Registered { spec_id, file }).is_none(),
+            "a file registered twice"
+        );
     }
     files
 }

@@ -535,33 +535,20 @@ async fn schema_and_partition_misfits_are_quarantined_and_a_reship_registers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_refusing_one_tables_commits_stops_that_table_only() {
     let mut h = quarantine_harness("quar_refused");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let front = format!(
-        "http://127.0.0.1:{}",
-        listener.local_addr().expect("addr").port()
-    );
+    let (listener, front) = common::relay::listen().await;
     let upstream = h.env.catalog_uri.clone();
     let client = reqwest::Client::new();
     common::relay::serve(listener, move |parts, body| {
         let (client, upstream) = (client.clone(), upstream.clone());
         async move {
             if parts.method == hyper::Method::POST && parts.uri.path().ends_with("/tables/other") {
-                let refusal = r#"{"error":{"message":"commits to this table are not allowed","type":"BadRequestException","code":400}}"#;
-                return Ok(common::relay::response(
+                return Ok(common::relay::rest_error(
                     400,
-                    &Default::default(),
-                    Bytes::from_static(refusal.as_bytes()),
+                    "BadRequestException",
+                    "commits to this table are not allowed",
                 ));
             }
-            let answer = common::relay::request(&client, &upstream, &parts, body, false)
-                .send()
-                .await
-                .map_err(std::io::Error::other)?;
-            let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
-            let bytes = answer.bytes().await.unwrap_or_default();
-            Ok(common::relay::response(status, &headers, bytes))
+            common::relay::forward(&client, &upstream, &parts, body, false).await
         }
     });
     let mut keys = Vec::new();

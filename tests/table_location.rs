@@ -62,13 +62,7 @@ fn asked_location(path: &str, body: &[u8]) -> Vec<String> {
 
 impl LocationFront {
     async fn start(upstream: &str, allowed: String) -> LocationFront {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let uri = format!(
-            "http://127.0.0.1:{}",
-            listener.local_addr().expect("addr").port()
-        );
+        let (listener, uri) = common::relay::listen().await;
         let refused = Arc::new(AtomicU64::new(0));
         let count = Arc::clone(&refused);
         let client = reqwest::Client::new();
@@ -88,28 +82,17 @@ impl LocationFront {
                         .collect();
                     if let Some(location) = outside.first() {
                         count.fetch_add(1, Ordering::SeqCst);
-                        let body = serde_json::json!({"error": {
-                            "message": format!(
+                        return Ok(common::relay::rest_error(
+                            400,
+                            "BadRequestException",
+                            &format!(
                                 "Invalid location '{location}': not inside the allowed locations \
                                  [{allowed}]"
                             ),
-                            "type": "BadRequestException",
-                            "code": 400,
-                        }});
-                        return Ok(common::relay::response(
-                            400,
-                            &Default::default(),
-                            Bytes::from(body.to_string()),
                         ));
                     }
                 }
-                let answer = common::relay::request(&client, &upstream, &parts, body, false)
-                    .send()
-                    .await
-                    .map_err(std::io::Error::other)?;
-                let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
-                let bytes = answer.bytes().await.unwrap_or_default();
-                Ok(common::relay::response(status, &headers, bytes))
+                common::relay::forward(&client, &upstream, &parts, body, false).await
             }
         });
         LocationFront { uri, refused }

@@ -89,13 +89,7 @@ type Plan = Arc<dyn Fn(usize) -> Vend + Send + Sync>;
 /// A front before the REST fixture that rewrites the answers to `GET .../tables/{table}`
 /// according to `plan`, and counts them.
 async fn vending_front(upstream: String, table: &str, plan: Plan) -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let uri = format!(
-        "http://127.0.0.1:{}",
-        listener.local_addr().expect("addr").port()
-    );
+    let (listener, uri) = common::relay::listen().await;
     let loads = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&loads);
     let suffix = format!("/tables/{table}");

@@ -73,11 +73,8 @@ pub enum CommitError {
 /// What a staged create (`stage-create: true`, nothing is created) answered.
 #[derive(Debug)]
 pub enum Staged {
-    /// The catalog would create the table at `location`, with this per-table config.
-    Accepted {
-        location: String,
-        config: HashMap<String, String>,
-    },
+    /// The catalog would create the table at `location`.
+    Accepted { location: String },
     /// The catalog refused the request (400, 403, 422): for a client-chosen location, that it
     /// does not allow the location. `message` is the catalog's own explanation.
     Refused { status: u16, message: String },
@@ -417,7 +414,6 @@ impl RestClient {
                 let result: LoadTableResult = read_json(response, &what).await?;
                 Ok(Staged::Accepted {
                     location: result.metadata.location().to_string(),
-                    config: result.config,
                 })
             }
             400 | 403 | 422 => Ok(Staged::Refused {

@@ -74,10 +74,11 @@ pub fn initial_metadata(
         .map_err(|e| Error::internal(format!("the authored table metadata is not valid: {e}")))
 }
 
-/// The updates that build `metadata` from nothing, in the order Java's `TableMetadata` lists the
-/// changes of a new table: a spec binds to the current schema, so the schema comes first. `-1`
-/// means "the one added by this commit".
-pub fn creation_updates(metadata: &TableMetadata) -> Vec<TableUpdate> {
+/// The updates that build `metadata` from nothing, at `location` (the catalog's choice, which
+/// replaces the one the metadata was authored with), in the order Java's `TableMetadata` lists
+/// the changes of a new table: a spec binds to the current schema, so the schema comes first.
+/// `-1` means "the one added by this commit".
+pub fn creation_updates(metadata: &TableMetadata, location: &str) -> Vec<TableUpdate> {
     vec![
         TableUpdate::AssignUuid {
             uuid: metadata.uuid(),
@@ -102,7 +103,7 @@ pub fn creation_updates(metadata: &TableMetadata) -> Vec<TableUpdate> {
         },
         TableUpdate::SetDefaultSortOrder { sort_order_id: -1 },
         TableUpdate::SetLocation {
-            location: metadata.location().to_string(),
+            location: location.to_string(),
         },
         TableUpdate::SetProperties {
             updates: metadata.properties().clone(),
@@ -203,13 +204,7 @@ async fn create_where_catalog_says(
             ));
         }
     };
-    let mut updates = creation_updates(&metadata);
-    // The authored metadata names the shipper's location; the catalog's choice replaces it.
-    for update in &mut updates {
-        if let TableUpdate::SetLocation { location: l } = update {
-            *l = location.clone();
-        }
-    }
+    let updates = creation_updates(&metadata, &location);
     match client
         .commit(table, vec![TableRequirement::NotExist], updates, None)
         .await
@@ -278,7 +273,7 @@ mod tests {
             &[],
         )
         .expect("metadata");
-        let updates = creation_updates(&metadata);
+        let updates = creation_updates(&metadata, "s3://warehouse/ns/t");
         let json = serde_json::to_value(&updates).expect("json");
         let actions: Vec<&str> = json
             .as_array()

@@ -415,6 +415,35 @@ pub async fn planned_files(table: &Table, filter: Option<iceberg::expr::Predicat
     files
 }
 
+/// Every manifest entry's data file in the current snapshot, with the spec ID of the manifest
+/// that holds it (read from the manifests themselves, not through scan planning).
+pub async fn manifest_entries(table: &Table) -> Vec<(i32, iceberg::spec::DataFile)> {
+    let snapshot = table
+        .metadata()
+        .current_snapshot()
+        .expect("a snapshot")
+        .clone();
+    let list = table
+        .manifest_list_reader(&snapshot)
+        .load()
+        .await
+        .expect("manifest list");
+    let mut files = Vec::new();
+    for listed in list.entries() {
+        let manifest = listed
+            .load_manifest(table.file_io())
+            .await
+            .expect("manifest");
+        files.extend(
+            manifest
+                .entries()
+                .iter()
+                .map(|e| (listed.partition_spec_id, e.data_file().clone())),
+        );
+    }
+    files
+}
+
 /// Every data file path of the current snapshot, duplicates included.
 pub async fn data_file_list(table: &Table) -> Vec<String> {
     planned_files(table, None).await

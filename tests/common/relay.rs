@@ -44,6 +44,45 @@ where
     })
 }
 
+/// A listener on a free 127.0.0.1 port and its `http://` URI, for a front to [`serve`] on.
+pub async fn listen() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let uri = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    (listener, uri)
+}
+
+/// Sends `parts` + `body` to `upstream` (see [`request`]) and hands its answer back as it came.
+/// A transport failure drops the connection (a lost response).
+pub async fn forward(
+    client: &reqwest::Client,
+    upstream: &str,
+    parts: &Parts,
+    body: Bytes,
+    keep_host: bool,
+) -> Result<Response<Full<Bytes>>, std::io::Error> {
+    let answer = request(client, upstream, parts, body, keep_host)
+        .send()
+        .await
+        .map_err(std::io::Error::other)?;
+    let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
+    let bytes = answer.bytes().await.unwrap_or_default();
+    Ok(response(status, &headers, bytes))
+}
+
+/// A REST catalog error answer (the spec's `ErrorModel`): `status`, `kind` (e.g.
+/// `BadRequestException`) and `message`.
+pub fn rest_error(status: u16, kind: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({"error": {"message": message, "type": kind, "code": status}});
+    response(
+        status,
+        &reqwest::header::HeaderMap::new(),
+        Bytes::from(body.to_string()),
+    )
+}
+
 /// The request `parts` + `body` as sent to `upstream` (same method, path and query; headers
 /// copied). `keep_host` keeps the client's `Host` header: a SigV4-signed request (to S3) signed
 /// it, so it must arrive unchanged; a catalog request gets the upstream's own.

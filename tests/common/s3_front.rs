@@ -41,13 +41,7 @@ fn s3_error(status: hyper::StatusCode, code: &str) -> hyper::Response<Full<Bytes
 
 impl S3Front {
     pub async fn start(upstream: &str, fault: WriteFault) -> S3Front {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let uri = format!(
-            "http://127.0.0.1:{}",
-            listener.local_addr().expect("addr").port()
-        );
+        let (listener, uri) = super::relay::listen().await;
         let client = reqwest::Client::new();
         let upstream: Arc<str> = upstream.trim_end_matches('/').into();
         let started = Instant::now();
@@ -68,11 +62,7 @@ impl S3Front {
                     }
                     _ => {}
                 }
-                let forward = super::relay::request(&client, &upstream, &parts, body, true);
-                let answer = forward.send().await.map_err(std::io::Error::other)?;
-                let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
-                let bytes = answer.bytes().await.unwrap_or_default();
-                Ok(super::relay::response(status, &headers, bytes))
+                super::relay::forward(&client, &upstream, &parts, body, true).await
             }
         });
         S3Front { uri, task }
