@@ -255,7 +255,16 @@ async fn run(args: Args) -> Result<(), Error> {
     ));
 
     let mut stopped = stop.clone();
+    // Woken by any registrar's status change (no polling); a registrar that stops on its own
+    // also reports its fatal error there, and the 1 s tick covers one that stops otherwise.
+    let mut changes: Vec<_> = running
+        .iter()
+        .map(|r| r.handle.status_board().subscribe())
+        .collect();
     loop {
+        for rx in &mut changes {
+            rx.borrow_and_update();
+        }
         if *stopped.borrow() {
             tracing::info!("stop requested; stopping");
             break;
@@ -272,9 +281,13 @@ async fn run(args: Args) -> Result<(), Error> {
             tracing::info!("caught up");
             break;
         }
+        // `running` is never empty here (no sink selected is an error above).
+        let any_change =
+            futures::future::select_all(changes.iter_mut().map(|rx| Box::pin(rx.changed())));
         tokio::select! {
             _ = stopped.changed() => {}
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = any_change => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
     progress_task.abort();

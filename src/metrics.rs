@@ -160,6 +160,13 @@ pub const METRICS: &[MetricDoc] = &[
         "Segments uploaded and seen by the registrar but not yet registered; 0 when caught up.",
     ),
     doc(
+        "thadam_iceberg_segments_in_memory",
+        Kind::Gauge,
+        NONE,
+        None,
+        "Segments taken from the feed and held in memory (at most memory.segments); the feed is read only as fast as they leave.",
+    ),
+    doc(
         "thadam_iceberg_registration_lag_seconds",
         Kind::Histogram,
         TABLE,

@@ -287,13 +287,15 @@ impl RegistrarHandle {
         }
     }
 
-    /// Polls the status until `done` holds, returning it; fails with the fatal error if the
-    /// service stops first.
+    /// Waits until `done` holds for the status (checked on every change of it), returning it;
+    /// fails with the fatal error if the service stops first.
     pub async fn wait_until(
         &self,
         mut done: impl FnMut(&RegistrarStatus) -> bool,
     ) -> Result<RegistrarStatus> {
+        let mut changes = self.status.subscribe();
         loop {
+            changes.borrow_and_update();
             let status = self.status();
             if done(&status) {
                 return Ok(status);
@@ -302,7 +304,8 @@ impl RegistrarHandle {
                 let fatal = self.outcome.lock().ok().and_then(|s| s.clone());
                 return Err(fatal.unwrap_or_else(|| Error::internal("the registrar stopped")));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // A requested stop changes no status: look at the task again now and then.
+            let _ = tokio::time::timeout(Duration::from_millis(250), changes.changed()).await;
         }
     }
 }

@@ -151,13 +151,34 @@ impl RegistrarStatus {
     }
 }
 
-/// Shared, lock-protected status; writers touch only their own table.
-#[derive(Debug, Clone, Default)]
+/// Shared, lock-protected status; writers touch only their own table. Every change is announced
+/// to subscribers ([`StatusBoard::subscribe`]), so a caller waits for progress without polling.
+#[derive(Debug, Clone)]
 pub struct StatusBoard {
     inner: Arc<Mutex<RegistrarStatus>>,
+    changed: Arc<tokio::sync::watch::Sender<()>>,
+}
+
+impl Default for StatusBoard {
+    fn default() -> Self {
+        StatusBoard {
+            inner: Arc::default(),
+            changed: Arc::new(tokio::sync::watch::Sender::new(())),
+        }
+    }
 }
 
 impl StatusBoard {
+    /// A receiver that is marked changed on every later change of the status (read it with
+    /// [`StatusBoard::snapshot`] after `changed().await`).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<()> {
+        self.changed.subscribe()
+    }
+
+    fn announce(&self) {
+        self.changed.send_replace(());
+    }
+
     /// Changes one table's entry (created on first use). A `last_error` that appears starts
     /// the table's failing time; one that is cleared (a commit) ends it.
     pub fn update(&self, table: &str, f: impl FnOnce(&mut TableStatus)) {
@@ -170,6 +191,7 @@ impl StatusBoard {
                 _ => {}
             }
         }
+        self.announce();
     }
 
     /// Sets `unready_after` (see [`RegistrarStatus::readiness`]).
@@ -177,6 +199,7 @@ impl StatusBoard {
         if let Ok(mut s) = self.inner.lock() {
             s.unready_after = Some(limit);
         }
+        self.announce();
     }
 
     /// Records that the catalog answered with our credentials.
@@ -184,6 +207,7 @@ impl StatusBoard {
         if let Ok(mut s) = self.inner.lock() {
             s.catalog_ok = true;
         }
+        self.announce();
     }
 
     /// Records the first fatal error (later ones are consequences).
@@ -191,6 +215,7 @@ impl StatusBoard {
         if let Ok(mut s) = self.inner.lock() {
             s.fatal.get_or_insert(message);
         }
+        self.announce();
     }
 
     /// A copy of the whole status.
@@ -242,6 +267,19 @@ mod tests {
         board.update("ns.t", |t| t.last_error = None);
         assert_eq!(board.snapshot().tables["ns.t"].failing_since_ms, None);
         assert_eq!(board.snapshot().readiness(), Ok(()));
+    }
+
+    #[test]
+    fn every_change_is_announced_to_subscribers() {
+        let board = StatusBoard::default();
+        let mut rx = board.subscribe();
+        assert!(!rx.has_changed().expect("open"));
+        board.update("ns.t", |t| t.registered = 3);
+        assert!(rx.has_changed().expect("open"));
+        rx.borrow_and_update();
+        assert!(!rx.has_changed().expect("open"));
+        board.set_fatal("auth.failed: nope".into());
+        assert!(rx.has_changed().expect("open"));
     }
 
     #[test]

@@ -29,7 +29,9 @@ use crate::catalog::adapter::CommitAdapter;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
-use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg};
+use crate::protocol::messages::{
+    CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg, SegmentPermit,
+};
 use crate::protocol::segment::UploadedSegment;
 use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
@@ -61,6 +63,10 @@ struct PendingQueue {
     /// How many are not `decided`, so that a committer with nothing undecided (the usual case)
     /// learns it in O(1) on every message instead of scanning its backlog.
     undecided: usize,
+    /// How many hold their footer, and its decoded size summed: the footer window
+    /// ([`footer_window`]) counts what arrived and is not committed yet, not only reads in flight.
+    footers: usize,
+    footer_bytes: u64,
 }
 
 impl PendingQueue {
@@ -80,13 +86,9 @@ impl PendingQueue {
     fn insert(&mut self, pending: Pending) {
         self.keys
             .insert(pending.segment.object_key.clone(), pending.segment.seq);
-        if !pending.decided {
-            self.undecided += 1;
-        }
-        if let Some(old) = self.by_seq.insert(pending.segment.seq, pending)
-            && !old.decided
-        {
-            self.undecided -= 1;
+        self.count_in(&pending);
+        if let Some(old) = self.by_seq.insert(pending.segment.seq, pending) {
+            self.count_out(&old);
         }
     }
 
@@ -95,10 +97,40 @@ impl PendingQueue {
         if self.keys.get(&removed.segment.object_key) == Some(seq) {
             self.keys.remove(&removed.segment.object_key);
         }
-        if !removed.decided {
+        self.count_out(&removed);
+        Some(removed)
+    }
+
+    fn count_in(&mut self, p: &Pending) {
+        if !p.decided {
+            self.undecided += 1;
+        }
+        if p.footer.is_some() {
+            self.footers += 1;
+            self.footer_bytes += p.footer_bytes;
+        }
+    }
+
+    fn count_out(&mut self, p: &Pending) {
+        if !p.decided {
             self.undecided -= 1;
         }
-        Some(removed)
+        if p.footer.is_some() {
+            self.footers -= 1;
+            self.footer_bytes -= p.footer_bytes;
+        }
+    }
+
+    /// Stores the footer read for `seq` (if it is still pending, and has none yet).
+    fn set_footer(&mut self, seq: &u64, footer: Arc<SegmentFooter>) -> Option<&Pending> {
+        let p = self.by_seq.get_mut(seq)?;
+        if p.footer.is_none() {
+            p.footer_bytes = footer_size(&footer);
+            p.footer = Some(footer);
+            self.footers += 1;
+            self.footer_bytes += p.footer_bytes;
+        }
+        Some(p)
     }
 
     /// Marks every segment undecided (the committed set they were judged against changed).
@@ -136,6 +168,12 @@ struct Pending {
     /// The generation of the vended credentials its footer read was sent with, if any.
     read_generation: Option<u64>,
     footer: Option<Arc<SegmentFooter>>,
+    /// The decoded size of `footer` ([`footer_size`]), once it is in.
+    footer_bytes: u64,
+    /// Its share of the `memory.segments` budget, given back when it leaves the queue (`None`
+    /// for a quarantined segment taken back on the operator's retry: it gave its share back
+    /// when it was quarantined).
+    _permit: Option<SegmentPermit>,
     /// When the committer took it (for `commit.linger`).
     arrived: Instant,
     /// Reads that found the object missing so far (re-read with backoff before quarantine).
@@ -154,6 +192,12 @@ pub struct CommitterState {
     initialised: bool,
     /// A `LingerElapsed` message is scheduled.
     linger_armed: bool,
+    /// A `PaceElapsed` message is scheduled (`commit.min_interval`).
+    pace_armed: bool,
+    /// When the last append commit started (`commit.min_interval` counts from it).
+    last_commit: Option<Instant>,
+    /// The decoded size of the latest footer read: what a read in flight is expected to add.
+    footer_estimate: u64,
     /// Fingerprints of the latest segments seen, by seq, so that a watermark another writer of
     /// the same log just moved is checked without reading the log (bounded: [`RECENT`]).
     recent: BTreeMap<u64, SegmentId>,
@@ -215,6 +259,9 @@ impl Actor for Committer {
             reads_in_flight: 0,
             initialised: false,
             linger_armed: false,
+            pace_armed: false,
+            last_commit: None,
+            footer_estimate: DEFAULT_FOOTER_ESTIMATE,
             recent: BTreeMap::new(),
             conflicts: 0,
             accepted: Vec::new(),
@@ -241,12 +288,16 @@ impl Actor for Committer {
         }
         let result = match msg {
             CommitterMsg::Init => state.init().await,
-            CommitterMsg::Segment(segment) => {
-                state.accept(segment);
+            CommitterMsg::Segment(segment, permit) => {
+                state.accept(segment, permit);
                 Ok(())
             }
             CommitterMsg::LingerElapsed => {
                 state.linger_armed = false;
+                Ok(())
+            }
+            CommitterMsg::PaceElapsed => {
+                state.pace_armed = false;
                 Ok(())
             }
             CommitterMsg::RereadFooter { seq } => {
@@ -264,9 +315,9 @@ impl Actor for Committer {
                 match result {
                     Ok(footer) => {
                         let mut generation = None;
-                        if let Some(p) = state.pending.get_mut(&seq) {
-                            p.footer = Some(footer);
+                        if let Some(p) = state.pending.set_footer(&seq, footer) {
                             generation = p.read_generation;
+                            state.footer_estimate = p.footer_bytes.max(1);
                         }
                         state.vended_worked(generation);
                         Ok(())
@@ -365,7 +416,7 @@ impl CommitterState {
         })
     }
 
-    fn accept(&mut self, segment: UploadedSegment) {
+    fn accept(&mut self, segment: UploadedSegment, permit: SegmentPermit) {
         let mut by_files = false;
         if let Some(entry) = self.quarantine_entry(&segment) {
             match &entry.resolution {
@@ -399,12 +450,13 @@ impl CommitterState {
             self.held.remove(&old);
             self.supersedes(old, &segment);
         }
-        self.admit(segment, by_files);
+        self.admit(segment, by_files, Some(permit));
     }
 
     /// Takes `segment` into the queue (or skips it when the table holds it); `by_files` for one
-    /// that was quarantined.
-    fn admit(&mut self, segment: UploadedSegment, by_files: bool) {
+    /// that was quarantined. `permit` is its share of the memory budget, released when it
+    /// leaves the queue.
+    fn admit(&mut self, segment: UploadedSegment, by_files: bool, permit: Option<SegmentPermit>) {
         let decision = if by_files {
             self.committed.decide_by_files(&segment)
         } else {
@@ -443,6 +495,8 @@ impl CommitterState {
             read_requested: false,
             read_generation: None,
             footer: None,
+            footer_bytes: 0,
+            _permit: permit,
             arrived: Instant::now(),
             missing_reads: 0,
         });
@@ -649,18 +703,45 @@ impl CommitterState {
         }
     }
 
+    /// Asks the footer pool for the footers of the next waiting segments, in catalog order, while
+    /// the table's footer window has room ([`footer_window`]): footers held and reads in flight
+    /// together stay within `2 x commit.max_segments` (so the next batch is read while one
+    /// commits) and within the table's share of `memory.footer_bytes`. The oldest segment
+    /// without a footer is asked for even when later footers fill the window, so a table never
+    /// waits on its own later footers.
     fn request_footers(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
-        let limit = ctx.tuning.reads_per_table.max(1);
+        let window = FooterWindow {
+            count: ctx.footer_window(),
+            bytes: ctx.footer_bytes_per_table(),
+        };
         let access = ctx.client.access(&self.name);
         let bucket = &ctx.config.url.bucket;
+        let mut head = true;
+        let mut footers_before = 0;
         for (seq, p) in self.pending.by_seq.iter_mut() {
-            if self.reads_in_flight >= limit {
-                break;
-            }
-            if p.read_requested || !p.decided {
+            if p.footer.is_some() || p.read_requested || !p.decided {
+                // An undecided segment waits for its watermark check (`decide_pending`), not for
+                // the window: later ones may be read meanwhile. Past the first segment without a
+                // footer (read in flight, or undecided), none is the oldest any more.
+                head &= p.footer.is_some();
+                footers_before += usize::from(p.footer.is_some());
                 continue;
             }
+            let held = Held {
+                footers: self.pending.footers,
+                bytes: self.pending.footer_bytes,
+                in_flight: self.reads_in_flight,
+                estimate: self.footer_estimate,
+            };
+            // The oldest segment without a footer is read whatever the window when footers
+            // after it fill the window: they cannot be committed before it (footers before it
+            // are the ready batch, which leaves by itself).
+            let forced = head && footers_before < self.pending.footers;
+            if !forced && !window.has_room(held) {
+                break;
+            }
+            head = false;
             // The credentials vended for this object's URI (a key no URI can hold is refused
             // by the read itself).
             let vended = access.as_ref().and_then(|a| {
@@ -692,55 +773,74 @@ impl CommitterState {
     }
 
     /// The longest prefix (in catalog order) whose footers are in, within `commit.max_segments`
-    /// and `commit.max_bytes`, if it should be committed now. A full batch goes at once. One that
-    /// is not full waits while the next segment's footer is already on its way (waiting adds
-    /// batch size, not latency), and otherwise for at most `commit.linger` after its oldest
-    /// segment arrived (a timer message wakes the committer then).
+    /// and `commit.max_bytes`, if it should be committed now ([`batch_decision`]). A full batch
+    /// goes at once. One that is not full waits while the next segment's footer is already on
+    /// its way (waiting adds batch size, not latency), and otherwise for at most `commit.linger`
+    /// after its oldest segment arrived. Either waits for `commit.min_interval` after the last
+    /// commit started. Timer messages wake the committer. Nothing is cloned unless it commits.
     fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Vec<ReadySegment> {
         let ctx = Arc::clone(&self.args.ctx);
-        let (max, max_bytes) = (ctx.max_segments(), ctx.max_bytes());
-        let mut batch = Vec::new();
-        let mut bytes = 0u64;
-        let mut full = false;
-        let mut next_in_flight = false;
+        let limits = BatchLimits {
+            max_segments: ctx.max_segments(),
+            max_bytes: ctx.max_bytes(),
+        };
+        let mut prefix = Prefix::default();
         for p in self.pending.by_seq.values() {
-            let Some(footer) = &p.footer else {
-                next_in_flight = p.read_requested;
-                break;
-            };
-            let size = p.segment.file_size;
-            if batch.len() >= max || (!batch.is_empty() && bytes + size > max_bytes) {
-                full = true;
+            if p.footer.is_none() {
+                prefix.next_in_flight = p.read_requested;
                 break;
             }
-            bytes += size;
-            batch.push(ReadySegment {
-                segment: p.segment.clone(),
-                footer: Arc::clone(footer),
-            });
+            if !prefix.admits(&limits, p.segment.file_size) {
+                prefix.full = true;
+                break;
+            }
+            prefix.add(p.segment.file_size);
         }
-        full |= batch.len() >= max || bytes >= max_bytes;
-        if batch.is_empty() || full {
-            return batch;
-        }
-        if next_in_flight {
-            return Vec::new();
-        }
-        let linger = ctx.linger();
-        let oldest = self
+        let now = Instant::now();
+        let oldest_waited = self
             .pending
             .by_seq
             .values()
             .next()
-            .map(|p| p.arrived.elapsed());
-        if let Some(waited) = oldest.filter(|w| *w < linger) {
-            if !self.linger_armed {
-                self.linger_armed = true;
-                myself.send_after(linger - waited, || CommitterMsg::LingerElapsed);
+            .map(|p| now.duration_since(p.arrived));
+        let since_commit = self.last_commit.map(|t| now.duration_since(t));
+        let decision = batch_decision(
+            &prefix,
+            &limits,
+            oldest_waited,
+            ctx.linger(),
+            since_commit,
+            ctx.config.commit.min_interval,
+        );
+        match decision {
+            BatchDecision::Wait => Vec::new(),
+            BatchDecision::WaitFor(why, delay) => {
+                let armed = match why {
+                    Timer::Linger => &mut self.linger_armed,
+                    Timer::Pace => &mut self.pace_armed,
+                };
+                if !*armed {
+                    *armed = true;
+                    myself.send_after(delay, move || match why {
+                        Timer::Linger => CommitterMsg::LingerElapsed,
+                        Timer::Pace => CommitterMsg::PaceElapsed,
+                    });
+                }
+                Vec::new()
             }
-            return Vec::new();
+            BatchDecision::Commit => self
+                .pending
+                .by_seq
+                .values()
+                .take(prefix.segments)
+                .filter_map(|p| {
+                    Some(ReadySegment {
+                        segment: p.segment.clone(),
+                        footer: Arc::clone(p.footer.as_ref()?),
+                    })
+                })
+                .collect(),
         }
-        batch
     }
 
     /// Makes the table ready for every file of the batch (creation, schema evolution), then
@@ -752,6 +852,7 @@ impl CommitterState {
         let mut shutdown = ctx.shutdown.clone();
         let mut attempt: u32 = 0;
         let started = std::time::Instant::now();
+        self.last_commit = Some(started);
         loop {
             let todo = self.still_missing(&batch).await?;
             if todo.is_empty() {
@@ -1220,6 +1321,125 @@ impl CommitterState {
     }
 }
 
+/// The decoded size a footer read in flight is expected to add before any footer of the table
+/// has arrived (a narrow table's footer decodes to a few KB).
+const DEFAULT_FOOTER_ESTIMATE: u64 = 16 << 10;
+
+/// What a footer holds in memory: its decoded Parquet metadata and the Arrow schema derived from
+/// it (estimated from the field count).
+fn footer_size(footer: &SegmentFooter) -> u64 {
+    let schema = footer.arrow_schema.fields().len() as u64 * 256;
+    footer.metadata.memory_size() as u64 + schema
+}
+
+/// A table's footer window: the most footers held (arrived, not committed) plus reads in
+/// flight, and the most decoded footer bytes, a read in flight counting as `estimate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FooterWindow {
+    count: usize,
+    bytes: u64,
+}
+
+/// What a table holds against its footer window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    footers: usize,
+    bytes: u64,
+    in_flight: usize,
+    estimate: u64,
+}
+
+impl FooterWindow {
+    /// Whether one more read may start.
+    fn has_room(&self, held: Held) -> bool {
+        let count = held.footers + held.in_flight;
+        let bytes = held
+            .bytes
+            .saturating_add(held.estimate.saturating_mul(held.in_flight as u64 + 1));
+        count < self.count && bytes <= self.bytes
+    }
+}
+
+/// `commit.max_segments` and `commit.max_bytes`.
+#[derive(Debug, Clone, Copy)]
+struct BatchLimits {
+    max_segments: usize,
+    max_bytes: u64,
+}
+
+/// The ready prefix of a table's queue: segments whose footers are in, from the oldest.
+#[derive(Debug, Clone, Copy, Default)]
+struct Prefix {
+    segments: usize,
+    bytes: u64,
+    /// The batch limits stopped it (more ready segments follow).
+    full: bool,
+    /// The footer of the first segment after it is being read.
+    next_in_flight: bool,
+}
+
+impl Prefix {
+    /// Whether a segment of `size` bytes still fits (a lone oversized one always does).
+    fn admits(&self, limits: &BatchLimits, size: u64) -> bool {
+        self.segments < limits.max_segments
+            && (self.segments == 0 || self.bytes.saturating_add(size) <= limits.max_bytes)
+    }
+
+    fn add(&mut self, size: u64) {
+        self.segments += 1;
+        self.bytes = self.bytes.saturating_add(size);
+    }
+
+    fn is_full(&self, limits: &BatchLimits) -> bool {
+        self.full || self.segments >= limits.max_segments || self.bytes >= limits.max_bytes
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    Linger,
+    Pace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchDecision {
+    Commit,
+    /// Nothing to commit yet; a footer reply will wake the committer.
+    Wait,
+    /// Not yet: a timer must wake the committer after this long.
+    WaitFor(Timer, std::time::Duration),
+}
+
+/// Whether the ready `prefix` is committed now (the batching policy). Pacing first: no commit
+/// starts within `min_interval` of the last one (`since_commit`), full or not. Then a full batch
+/// goes; one that is not full waits while the next footer is in flight, or until the oldest
+/// waiting segment has waited `linger`.
+fn batch_decision(
+    prefix: &Prefix,
+    limits: &BatchLimits,
+    oldest_waited: Option<std::time::Duration>,
+    linger: std::time::Duration,
+    since_commit: Option<std::time::Duration>,
+    min_interval: std::time::Duration,
+) -> BatchDecision {
+    if prefix.segments == 0 {
+        return BatchDecision::Wait;
+    }
+    if let Some(since) = since_commit.filter(|s| *s < min_interval) {
+        return BatchDecision::WaitFor(Timer::Pace, min_interval - since);
+    }
+    if prefix.is_full(limits) {
+        return BatchDecision::Commit;
+    }
+    if prefix.next_in_flight {
+        return BatchDecision::Wait;
+    }
+    match oldest_waited.filter(|w| *w < linger) {
+        Some(waited) => BatchDecision::WaitFor(Timer::Linger, linger - waited),
+        None => BatchDecision::Commit,
+    }
+}
+
 /// How many times a missing object is read again (with backoff) under `quarantine` before it is
 /// quarantined. Under `stop` a missing object is fatal at once, as the spec says.
 const MISSING_REREADS: u32 = 3;
@@ -1271,6 +1491,8 @@ mod tests {
             read_requested: false,
             read_generation: None,
             footer: None,
+            footer_bytes: 0,
+            _permit: None,
             arrived: Instant::now(),
             missing_reads: 0,
         }
@@ -1320,5 +1542,172 @@ mod tests {
         assert_eq!(q.undecided, 0);
         q.remove(&1);
         assert_eq!(q.undecided, 0);
+    }
+
+    const MS: std::time::Duration = std::time::Duration::from_millis(1);
+
+    fn prefix(segments: usize, bytes: u64, full: bool, next_in_flight: bool) -> Prefix {
+        Prefix {
+            segments,
+            bytes,
+            full,
+            next_in_flight,
+        }
+    }
+
+    const LIMITS: BatchLimits = BatchLimits {
+        max_segments: 10,
+        max_bytes: 1000,
+    };
+
+    #[test]
+    fn a_full_batch_commits_at_once_and_a_partial_one_waits_for_the_footer_in_flight() {
+        let d = |p: &Prefix| batch_decision(p, &LIMITS, Some(MS), MS * 0, None, MS * 0);
+        assert_eq!(d(&prefix(0, 0, false, true)), BatchDecision::Wait);
+        assert_eq!(d(&prefix(10, 10, false, true)), BatchDecision::Commit);
+        assert_eq!(
+            d(&prefix(2, 1000, false, true)),
+            BatchDecision::Commit,
+            "bytes"
+        );
+        assert_eq!(d(&prefix(3, 30, true, false)), BatchDecision::Commit);
+        assert_eq!(d(&prefix(3, 30, false, true)), BatchDecision::Wait);
+        assert_eq!(d(&prefix(3, 30, false, false)), BatchDecision::Commit);
+    }
+
+    #[test]
+    fn linger_holds_a_partial_batch_until_its_oldest_segment_waited_long_enough() {
+        let d = |waited| {
+            batch_decision(
+                &prefix(3, 30, false, false),
+                &LIMITS,
+                Some(waited),
+                MS * 100,
+                None,
+                MS * 0,
+            )
+        };
+        assert_eq!(d(MS * 30), BatchDecision::WaitFor(Timer::Linger, MS * 70));
+        assert_eq!(d(MS * 100), BatchDecision::Commit);
+        // A full batch does not linger.
+        let full = batch_decision(
+            &prefix(10, 30, false, false),
+            &LIMITS,
+            Some(MS),
+            MS * 100,
+            None,
+            MS * 0,
+        );
+        assert_eq!(full, BatchDecision::Commit);
+    }
+
+    #[test]
+    fn min_interval_paces_every_commit_full_or_not() {
+        let d = |p: &Prefix, since| batch_decision(p, &LIMITS, Some(MS), MS * 0, since, MS * 500);
+        assert_eq!(
+            d(&prefix(10, 10, true, false), Some(MS * 200)),
+            BatchDecision::WaitFor(Timer::Pace, MS * 300)
+        );
+        assert_eq!(
+            d(&prefix(1, 10, false, false), Some(MS * 200)),
+            BatchDecision::WaitFor(Timer::Pace, MS * 300)
+        );
+        assert_eq!(
+            d(&prefix(1, 10, false, false), Some(MS * 500)),
+            BatchDecision::Commit
+        );
+        assert_eq!(
+            d(&prefix(1, 10, false, false), None),
+            BatchDecision::Commit,
+            "first commit"
+        );
+        assert_eq!(
+            d(&prefix(0, 0, false, false), Some(MS)),
+            BatchDecision::Wait,
+            "nothing ready"
+        );
+    }
+
+    #[test]
+    fn the_prefix_takes_a_lone_oversized_segment_and_stops_at_the_limits() {
+        let mut p = Prefix::default();
+        assert!(
+            p.admits(&LIMITS, 5000),
+            "a lone segment larger than max_bytes goes alone"
+        );
+        p.add(600);
+        assert!(!p.admits(&LIMITS, 600), "600 + 600 > 1000");
+        assert!(p.admits(&LIMITS, 400));
+        let mut q = Prefix::default();
+        for _ in 0..10 {
+            q.add(1);
+        }
+        assert!(!q.admits(&LIMITS, 1), "max_segments");
+        assert!(q.is_full(&LIMITS));
+    }
+
+    #[test]
+    fn the_footer_window_counts_arrived_footers_and_reads_in_flight() {
+        let w = FooterWindow {
+            count: 4,
+            bytes: 100,
+        };
+        let held = |footers, bytes, in_flight| Held {
+            footers,
+            bytes,
+            in_flight,
+            estimate: 10,
+        };
+        assert!(w.has_room(held(0, 0, 0)));
+        assert!(w.has_room(held(1, 10, 2)), "3 of 4, 40 bytes");
+        assert!(!w.has_room(held(2, 20, 2)), "arrived footers count: 4 of 4");
+        assert!(!w.has_room(held(0, 0, 4)), "reads in flight count");
+        assert!(!w.has_room(held(1, 95, 0)), "bytes: 95 + 10 > 100");
+        assert!(w.has_room(held(1, 90, 0)), "bytes: 90 + 10 <= 100");
+    }
+
+    #[test]
+    fn the_queue_counts_the_footers_it_holds_through_inserts_and_removals() {
+        let mut q = PendingQueue::default();
+        q.insert(pending(segment(1, "a")));
+        q.insert(pending(segment(2, "b")));
+        let footer = Arc::new(SegmentFooter {
+            metadata: Arc::new(parquet::file::metadata::ParquetMetaData::new(
+                parquet::file::metadata::FileMetaData::new(
+                    1,
+                    0,
+                    None,
+                    None,
+                    Arc::new(parquet::schema::types::SchemaDescriptor::new(Arc::new(
+                        parquet::schema::types::Type::group_type_builder("schema")
+                            .build()
+                            .expect("schema"),
+                    ))),
+                    None,
+                ),
+                vec![],
+            )),
+            arrow_schema: Arc::new(arrow_schema::Schema::empty()),
+            object_size: 1,
+            bytes_read: 1,
+        });
+        let size = footer_size(&footer);
+        assert!(size > 0);
+        assert!(q.set_footer(&1, Arc::clone(&footer)).is_some());
+        assert!(
+            q.set_footer(&1, Arc::clone(&footer)).is_some(),
+            "a second reply counts once"
+        );
+        assert!(
+            q.set_footer(&9, Arc::clone(&footer)).is_none(),
+            "not pending"
+        );
+        assert_eq!((q.footers, q.footer_bytes), (1, size));
+        q.set_footer(&2, footer);
+        assert_eq!((q.footers, q.footer_bytes), (2, 2 * size));
+        q.remove(&1);
+        assert_eq!((q.footers, q.footer_bytes), (1, size));
+        q.remove(&2);
+        assert_eq!((q.footers, q.footer_bytes), (0, 0));
     }
 }

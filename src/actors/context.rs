@@ -20,8 +20,9 @@ use crate::table::append::ReadySegment;
 pub struct Tuning {
     /// Overrides the config's `footer_readers` when non-zero.
     pub footer_readers: usize,
-    /// How many footer reads one table keeps in flight (bounds memory per table: at most this
-    /// many footers beyond the batch being committed are held).
+    /// Overrides the footer window when non-zero: how many footers one table holds (arrived,
+    /// not committed) and reads in flight together. Default: twice `commit.max_segments`, at
+    /// least 64 (see [`RegistrarContext::footer_window`]).
     pub reads_per_table: usize,
     /// Caps the config's `commit.max_segments` (e.g. `--max-batch`, or 1 in tests that map
     /// faults onto commits one to one). Default: no cap.
@@ -58,7 +59,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             footer_readers: 0,
-            reads_per_table: 64,
+            reads_per_table: 0,
             max_batch: usize::MAX,
             quarantine_poll: std::time::Duration::from_secs(1),
             hooks: Hooks::default(),
@@ -103,6 +104,23 @@ impl RegistrarContext {
     /// How long a batch that is not full may wait for more segments.
     pub fn linger(&self) -> std::time::Duration {
         self.config.commit.linger
+    }
+
+    /// How many footers one table holds (arrived and not committed) and reads in flight, together:
+    /// twice a batch, so the next batch is read while one commits, and at least 64.
+    pub fn footer_window(&self) -> usize {
+        if self.tuning.reads_per_table > 0 {
+            self.tuning.reads_per_table
+        } else {
+            self.max_segments().saturating_mul(2).max(64)
+        }
+    }
+
+    /// A table's share of `memory.footer_bytes`: the budget split evenly between the datasets
+    /// the parquet sink lists (each has one table).
+    pub fn footer_bytes_per_table(&self) -> u64 {
+        let tables = self.config.source.datasets.len().max(1) as u64;
+        (self.config.memory.footer_bytes / tables).max(1 << 20)
     }
 
     /// How many footers are read at once.

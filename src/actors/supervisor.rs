@@ -85,6 +85,7 @@ impl Actor for Supervisor {
                 feed: args.feed,
                 supervisor: myself.clone(),
                 shutdown: args.ctx.shutdown.clone(),
+                max_in_memory: args.ctx.config.memory.segments,
             },
             cell,
         )
@@ -99,7 +100,7 @@ impl Actor for Supervisor {
         state: &mut SupervisorState,
     ) -> HandlerResult {
         match msg {
-            SupervisorMsg::Route(segment) => {
+            SupervisorMsg::Route(segment, permit) => {
                 // Only the parquet sink's datasets have tables: a record naming another one is a
                 // mismatch between the shipper and this config. Stopping (not skipping) keeps
                 // the record in the segment catalog, so nothing is dropped, and never creates a
@@ -111,7 +112,10 @@ impl Actor for Supervisor {
                 let committer = state
                     .committer(&segment.dataset, &myself.get_cell())
                     .await?;
-                if committer.cast(CommitterMsg::Segment(segment)).is_err() {
+                if committer
+                    .cast(CommitterMsg::Segment(segment, permit))
+                    .is_err()
+                {
                     tracing::debug!("a committer is gone; the service is stopping");
                 }
             }

@@ -1,8 +1,14 @@
 //! The catalog watcher: pulls uploaded segments from the feed and hands them to the supervisor
 //! for routing. The feed is read on a task of its own so a feed waiting for the next record never
 //! blocks the actor's mailbox (and so stop works while the feed is idle).
+//!
+//! Backpressure: a record is read only once the `memory.segments` budget has room for it (a
+//! [`SegmentPermit`] that travels with the segment to its committer), so the feed is read as fast
+//! as committers finish with segments, and the mailboxes downstream never hold more than the
+//! budget, however long the backlog.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
@@ -10,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::actors::HandlerResult;
 use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
-use crate::protocol::messages::SupervisorMsg;
+use crate::protocol::messages::{SegmentPermit, SupervisorMsg};
 use crate::protocol::segment::UploadedSegment;
 use crate::shutdown::Shutdown;
 
@@ -20,6 +26,8 @@ pub struct WatcherArgs {
     pub feed: Box<dyn SegmentFeed>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub shutdown: Shutdown,
+    /// `memory.segments`: how many segments may be out of the feed and not yet done with.
+    pub max_in_memory: usize,
 }
 
 pub struct WatcherState {
@@ -36,7 +44,8 @@ impl Actor for Watcher {
         _myself: ActorRef<()>,
         args: WatcherArgs,
     ) -> Result<WatcherState, ActorProcessingErr> {
-        let task = tokio::spawn(pump(args.feed, args.supervisor, args.shutdown));
+        let budget = Arc::new(tokio::sync::Semaphore::new(args.max_in_memory.max(1)));
+        let task = tokio::spawn(pump(args.feed, args.supervisor, args.shutdown, budget));
         Ok(WatcherState { task })
     }
 
@@ -54,22 +63,29 @@ async fn pump(
     mut feed: Box<dyn SegmentFeed>,
     supervisor: ActorRef<SupervisorMsg>,
     mut shutdown: Shutdown,
+    budget: Arc<tokio::sync::Semaphore>,
 ) {
     let mut order = FeedOrder::default();
     loop {
+        // Room first, then the record: a record read is never held back.
+        let permit = tokio::select! {
+            permit = SegmentPermit::acquire(&budget) => permit,
+            _ = shutdown.requested() => return,
+        };
+        let Some(permit) = permit else { return };
         let next = tokio::select! {
             next = feed.next() => next,
             _ = shutdown.requested() => return,
         };
         let msg = match next {
             Ok(Some(segment)) => match order.check(&segment) {
-                Ok(()) => SupervisorMsg::Route(segment),
+                Ok(()) => SupervisorMsg::Route(segment, permit),
                 Err(e) => SupervisorMsg::Fatal(e),
             },
             Ok(None) => SupervisorMsg::FeedEnded,
             Err(e) => SupervisorMsg::Fatal(e),
         };
-        let last = !matches!(msg, SupervisorMsg::Route(_));
+        let last = !matches!(msg, SupervisorMsg::Route(..));
         if supervisor.cast(msg).is_err() || last {
             return;
         }

@@ -28,8 +28,9 @@ use std::path::Path;
 pub use secret::Secret;
 pub use types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
-    DEFAULT_UNREADY_AFTER, DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig,
-    RetryPolicy, SigV4Credential, StoreConfig, TableLocation, TableRoot, UnsignedPolicy,
+    DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential, ParquetSource,
+    RegistrarConfig, RetryPolicy, SigV4Credential, StoreConfig, TableLocation, TableRoot,
+    UnsignedPolicy,
 };
 
 use crate::error::{Error, Result};

@@ -47,6 +47,7 @@ pub(crate) struct RawIceberg {
     pub retry: Option<Value>,
     pub commit: Option<Value>,
     pub footer_readers: Option<Value>,
+    pub memory: Option<Value>,
     pub unready_after: Option<Value>,
     pub on_bad_segment: Option<Value>,
     pub quarantine_file: Option<Value>,
@@ -101,6 +102,15 @@ pub(crate) struct RawCommit {
     pub max_segments: Option<Value>,
     pub max_bytes: Option<Value>,
     pub linger: Option<Value>,
+    pub min_interval: Option<Value>,
+}
+
+/// `memory:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMemory {
+    pub segments: Option<Value>,
+    pub footer_bytes: Option<Value>,
 }
 
 /// `kind: parquet`: only what the registrar needs; thadam's other keys are ignored.

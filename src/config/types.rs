@@ -54,6 +54,8 @@ pub struct RegistrarConfig {
     pub commit: CommitPolicy,
     /// `footer_readers`: how many footers are read at once. Default 8.
     pub footer_readers: usize,
+    /// `memory`: what the registrar holds at once, whatever the backlog.
+    pub memory: MemoryBudget,
     /// `unready_after`: how long a table may keep failing (retried) before `/readyz` answers 503
     /// for it. Default [`DEFAULT_UNREADY_AFTER`] (5 minutes).
     pub unready_after: std::time::Duration,
@@ -200,6 +202,11 @@ pub struct CommitPolicy {
     /// How long a batch that is not full may wait for more segments before it is committed.
     /// Default 0: no added latency.
     pub linger: Duration,
+    /// The least time between the starts of two commits of one table. Default 0. Each commit
+    /// rewrites the table's metadata and contends with other writers of the table: a trickle
+    /// pays one commit per segment unless paced. Adds up to this much latency to a segment that
+    /// arrives right after a commit; segments arriving meanwhile join the next snapshot.
+    pub min_interval: Duration,
 }
 
 impl Default for CommitPolicy {
@@ -208,6 +215,31 @@ impl Default for CommitPolicy {
             max_segments: 500,
             max_bytes: 1 << 30,
             linger: Duration::ZERO,
+            min_interval: Duration::ZERO,
+        }
+    }
+}
+
+/// `memory`: bounds on what is held in memory, so that a backlog of any length costs the same.
+/// The feed is read only as fast as segments leave (committed, skipped, quarantined): the
+/// `segments` budget is shared by every table, and a footer is read only while its table's share
+/// of `footer_bytes` has room (the oldest waiting segment's footer is always read, so a table
+/// never waits on its own later footers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// The most uploaded segments taken from the feed and not yet done with. Default 4,096
+    /// (about 1 KB each); at least twice `commit.max_segments` lets one batch be read while the
+    /// previous one commits.
+    pub segments: usize,
+    /// The most footer bytes (decoded Parquet metadata) held, across tables. Default 32 MiB.
+    pub footer_bytes: u64,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget {
+            segments: 4096,
+            footer_bytes: 32 << 20,
         }
     }
 }

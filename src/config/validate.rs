@@ -6,14 +6,16 @@ use std::path::Path;
 use url::Url;
 
 use super::field::Ctx;
-use super::raw::{RawCommit, RawCredential, RawIceberg, RawRetry, RawSigV4, RawSink, RawStore};
+use super::raw::{
+    RawCommit, RawCredential, RawIceberg, RawMemory, RawRetry, RawSigV4, RawSink, RawStore,
+};
 use super::secret::Secret;
 use super::source;
 use super::tls;
 use super::types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
-    DEFAULT_UNREADY_AFTER, OAuth2Credential, RegistrarConfig, RetryPolicy, SigV4Credential,
-    StoreConfig, TableLocation,
+    DEFAULT_UNREADY_AFTER, MemoryBudget, OAuth2Credential, RegistrarConfig, RetryPolicy,
+    SigV4Credential, StoreConfig, TableLocation,
 };
 use super::urls;
 use crate::error::Result;
@@ -43,6 +45,9 @@ pub(crate) fn registrar(
         .unwrap_or_default();
     let raw_retry: RawRetry = ctx
         .optional_section("config.retry", raw.retry.as_ref())?
+        .unwrap_or_default();
+    let raw_memory: RawMemory = ctx
+        .optional_section("config.memory", raw.memory.as_ref())?
         .unwrap_or_default();
     let raw_commit: RawCommit = ctx
         .optional_section("config.commit", raw.commit.as_ref())?
@@ -100,6 +105,7 @@ pub(crate) fn registrar(
     let footer_readers = ctx
         .count("config.footer_readers", raw.footer_readers.as_ref())?
         .map_or(DEFAULT_FOOTER_READERS, |n| n.min(1024) as usize);
+    let memory = memory(&ctx, raw_memory, &commit)?;
     let unready_after = ctx
         .duration("config.unready_after", raw.unready_after.as_ref())?
         .unwrap_or(DEFAULT_UNREADY_AFTER);
@@ -139,6 +145,7 @@ pub(crate) fn registrar(
         retry,
         commit,
         footer_readers,
+        memory,
         unready_after,
         on_bad_segment,
         quarantine_file,
@@ -723,10 +730,54 @@ fn commit(ctx: &Ctx, raw: RawCommit) -> Result<CommitPolicy> {
             "is over an hour; segments would wait that long to appear in the table",
         ));
     }
+    let min_interval = ctx
+        .duration("config.commit.min_interval", raw.min_interval.as_ref())?
+        .unwrap_or(defaults.min_interval);
+    if min_interval > std::time::Duration::from_secs(3600) {
+        return Err(ctx.err(
+            "config.commit.min_interval",
+            "is over an hour; a segment could wait that long to appear in the table",
+        ));
+    }
     Ok(CommitPolicy {
         max_segments,
         max_bytes,
         linger,
+        min_interval,
+    })
+}
+
+/// `memory`: the bounds on what is held whatever the backlog.
+fn memory(ctx: &Ctx, raw: RawMemory, commit: &CommitPolicy) -> Result<MemoryBudget> {
+    let defaults = MemoryBudget::default();
+    let segments = ctx
+        .count("config.memory.segments", raw.segments.as_ref())?
+        .map_or(defaults.segments, |n| n.min(10_000_000) as usize);
+    if segments == 0 {
+        return Err(ctx.err(
+            "config.memory.segments",
+            "must be at least 1 (how many uploaded segments are held at once, e.g. 4096)",
+        ));
+    }
+    if segments < commit.max_segments {
+        tracing::warn!(
+            sink = ctx.sink,
+            "memory.segments ({segments}) is below commit.max_segments ({}): snapshots will              carry at most {segments} segments",
+            commit.max_segments
+        );
+    }
+    let footer_bytes = ctx
+        .byte_size("config.memory.footer_bytes", raw.footer_bytes.as_ref())?
+        .unwrap_or(defaults.footer_bytes);
+    if footer_bytes < 1 << 20 {
+        return Err(ctx.err(
+            "config.memory.footer_bytes",
+            "must be at least 1MiB (the decoded footers held at once, e.g. 32MiB)",
+        ));
+    }
+    Ok(MemoryBudget {
+        segments,
+        footer_bytes,
     })
 }
 

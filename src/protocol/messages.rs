@@ -21,10 +21,34 @@ use crate::error::{Error, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 
+/// A segment's share of the `memory.segments` budget. The watcher takes one before it reads the
+/// next record from the feed, and it travels with the segment to its committer, which drops it
+/// when it is done with the segment (committed, found registered, quarantined, superseded, or its
+/// table stopped): so the feed is read only as fast as segments leave, and a backlog of any
+/// length holds at most the budget in memory. Counted in `thadam_iceberg_segments_in_memory`.
+pub struct SegmentPermit {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl SegmentPermit {
+    /// Waits for room in `budget`; `None` once the budget is closed.
+    pub async fn acquire(budget: &Arc<tokio::sync::Semaphore>) -> Option<SegmentPermit> {
+        let permit = Arc::clone(budget).acquire_owned().await.ok()?;
+        metrics::gauge!("thadam_iceberg_segments_in_memory").increment(1.0);
+        Some(SegmentPermit { _permit: permit })
+    }
+}
+
+impl Drop for SegmentPermit {
+    fn drop(&mut self) {
+        metrics::gauge!("thadam_iceberg_segments_in_memory").decrement(1.0);
+    }
+}
+
 /// To the supervisor.
 pub enum SupervisorMsg {
     /// The watcher saw an uploaded segment: send it to its table's committer.
-    Route(UploadedSegment),
+    Route(UploadedSegment, SegmentPermit),
     /// The feed ended for good (only embedded feeds end).
     FeedEnded,
     /// Something that retrying cannot fix: stop the service with this error.
@@ -35,10 +59,13 @@ pub enum SupervisorMsg {
 pub enum CommitterMsg {
     /// Resolve the table (load it, or learn that it must be created) before anything else.
     Init,
-    /// A segment of this committer's dataset, in catalog order.
-    Segment(UploadedSegment),
+    /// A segment of this committer's dataset, in catalog order, with its share of the memory
+    /// budget (released when the committer is done with it).
+    Segment(UploadedSegment, SegmentPermit),
     /// `commit.linger` has passed for the oldest waiting segment: commit what is ready.
     LingerElapsed,
+    /// `commit.min_interval` has passed since the last commit started: commit what is ready.
+    PaceElapsed,
     /// Time to read the quarantine file for the operator's retries and discards.
     QuarantinePoll,
     /// The backoff after a read that found the object missing is over: read it again.

@@ -219,7 +219,7 @@ impl CommitterState {
                 None if entry.retry => {
                     self.held.remove(&seq);
                     tracing::info!(table = %self.name, seq, key = %segment.object_key, "retrying a quarantined segment");
-                    self.admit(segment, true);
+                    self.admit(segment, true, None);
                 }
                 None => {}
                 Some(Resolution::Discarded { .. }) => {
