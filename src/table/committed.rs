@@ -119,6 +119,10 @@ pub fn encode_ids<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
 pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
 /// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
 pub const WRITER: &str = "thadam.writer";
+/// Snapshot summary key: the watermark property ([`WATERMARK_PREFIX`]`...`) set in the same
+/// commit, when one was. Snapshot retention expires a registrar snapshot only while that
+/// property still covers its [`CATALOG_SEQ`] (see `table::retention`).
+pub const WATERMARK_KEY: &str = "thadam.watermark";
 /// Table property prefix of the per-catalog watermarks.
 pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
 
@@ -129,7 +133,7 @@ pub fn encode_mark(segment: &UploadedSegment) -> String {
 
 /// Parses a watermark value. A bare `<seq>` (written before watermarks were bound to records)
 /// has no fingerprint and can never be trusted.
-fn decode_mark(value: &str) -> Option<(u64, Option<SegmentId>)> {
+pub(crate) fn decode_mark(value: &str) -> Option<(u64, Option<SegmentId>)> {
     match value.split_once(':') {
         Some((seq, fp)) => Some((seq.parse().ok()?, SegmentId::decode(fp.as_bytes()))),
         None => Some((value.parse().ok()?, None)),
@@ -388,6 +392,26 @@ impl CommittedSet {
             self.verdicts
                 .insert((key.clone(), value.clone()), MarkState::Trusted);
         }
+    }
+
+    /// Forgets the ids of snapshots this committer expired (see `table::retention`), so that
+    /// the set stays as large as the snapshots the table keeps. Safe: a snapshot is expired only
+    /// while the watermark it was written under covers it, and that watermark answers for its
+    /// segments from then on (exactly what a rebuild from the metadata would see).
+    pub fn forget(&mut self, ids: &[SegmentId]) {
+        for id in ids {
+            self.ids.remove(id);
+        }
+    }
+
+    /// How many segment ids the set holds (for tests of its bound).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the set holds no segment id.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
     }
 
     /// Whether any watermark of any catalog is diverged (for status and tests).
