@@ -1849,7 +1849,11 @@ fn snapshot_retention_parses_and_is_checked() {
         "off by default: the spec leaves expiry to table maintenance"
     );
     let config = fx.load_ok(&edited(|d| {
-        set(d, &reg("snapshot_retention"), "{max_age: 2h, min_snapshots: 50}")
+        set(
+            d,
+            &reg("snapshot_retention"),
+            "{max_age: 2h, min_snapshots: 50}",
+        )
     }));
     assert_eq!(
         config.snapshot_retention,
@@ -1859,7 +1863,11 @@ fn snapshot_retention_parses_and_is_checked() {
         })
     );
     let at_least_a_minute = fx.load_ok(&edited(|d| {
-        set(d, &reg("snapshot_retention"), "{max_age: 1m, min_snapshots: 1}")
+        set(
+            d,
+            &reg("snapshot_retention"),
+            "{max_age: 1m, min_snapshots: 1}",
+        )
     }));
     assert_eq!(
         at_least_a_minute.snapshot_retention.map(|r| r.max_age),
@@ -1892,7 +1900,10 @@ fn snapshot_retention_parses_and_is_checked() {
         ),
         ("[1h, 5]", &["config.snapshot_retention"][..]),
     ] {
-        fx.fails(&edited(|d| set(d, &reg("snapshot_retention"), value)), needles);
+        fx.fails(
+            &edited(|d| set(d, &reg("snapshot_retention"), value)),
+            needles,
+        );
     }
 }
 
@@ -1910,7 +1921,10 @@ fn table_properties_parse_and_the_thadam_namespace_is_refused() {
     assert_eq!(
         config.table_properties,
         [
-            ("write.metadata.previous-versions-max".to_string(), "3".to_string()),
+            (
+                "write.metadata.previous-versions-max".to_string(),
+                "3".to_string()
+            ),
             (
                 "write.metadata.delete-after-commit.enabled".to_string(),
                 "false".to_string()
@@ -1920,7 +1934,10 @@ fn table_properties_parse_and_the_thadam_namespace_is_refused() {
     );
     fx.fails(
         &edited(|d| set(d, &reg("table_properties"), "{thadam.watermark.x: '1:a'}")),
-        &["config.table_properties.thadam.watermark.x", "registrar's own"],
+        &[
+            "config.table_properties.thadam.watermark.x",
+            "registrar's own",
+        ],
     );
     fx.fails(
         &edited(|d| set(d, &reg("table_properties"), "{ratio: 1.10}")),

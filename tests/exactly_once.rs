@@ -99,7 +99,7 @@ impl BeforeAppend for CompetingWriter {
             watermark.as_ref(),
             &[],
         )
-            .expect("competitor's append");
+        .expect("competitor's append");
         let adapter = CommitAdapter::new(self.client.clone(), name.clone(), base.clone(), None);
         tx.commit(&adapter).await.expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());

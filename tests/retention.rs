@@ -125,7 +125,10 @@ async fn old_snapshots_go_in_the_registrars_commits_and_no_file_is_deleted() {
     let after = objects(&h).await;
     assert!(before.is_subset(&after), "a shipped file was deleted");
     let avro = after.iter().filter(|k| k.ends_with(".avro")).count();
-    assert_eq!(avro, 60, "a manifest list and a manifest per commit, all kept");
+    assert_eq!(
+        avro, 60,
+        "a manifest list and a manifest per commit, all kept"
+    );
     for snapshot in metadata.snapshots() {
         let list = snapshot.manifest_list();
         let key = list
@@ -220,7 +223,7 @@ async fn snapshots_no_watermark_covers_are_never_expired() {
         let id = format!("own-{n}");
         let key = thadam_iceberg::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &id);
         let parquet = thadam_iceberg::demo::write_parquet(&[
-            thadam_iceberg::demo::telemetry_batch(n, 10).expect("batch")
+            thadam_iceberg::demo::telemetry_batch(n, 10).expect("batch"),
         ])
         .expect("parquet");
         let size = parquet.len() as u64;

@@ -786,10 +786,18 @@ impl CommitterState {
             let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
             let watermark = self.committed.watermark_update(&segments);
             // Snapshot retention rides on the append (metadata only; see table::retention).
-            let expire = ctx.config.snapshot_retention.map_or_else(Default::default, |policy| {
-                let name = self.name.to_string();
-                crate::table::retention::plan(&name, table.metadata(), &policy, ctx.tuning.now_ms())
-            });
+            let expire = ctx
+                .config
+                .snapshot_retention
+                .map_or_else(Default::default, |policy| {
+                    let name = self.name.to_string();
+                    crate::table::retention::plan(
+                        &name,
+                        table.metadata(),
+                        &policy,
+                        ctx.tuning.now_ms(),
+                    )
+                });
             let tx = append_transaction(
                 &table,
                 &ctx.config.url.bucket,

@@ -29,7 +29,8 @@ pub use secret::Secret;
 pub use types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
     DEFAULT_UNREADY_AFTER, DatasetConfig, OAuth2Credential, ParquetSource, RegistrarConfig,
-    RetryPolicy, SigV4Credential, SnapshotRetention, StoreConfig, TableLocation, TableRoot, UnsignedPolicy,
+    RetryPolicy, SigV4Credential, SnapshotRetention, StoreConfig, TableLocation, TableRoot,
+    UnsignedPolicy,
 };
 
 use crate::error::{Error, Result};

@@ -404,16 +404,6 @@ impl CommittedSet {
         }
     }
 
-    /// How many segment ids the set holds (for tests of its bound).
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Whether the set holds no segment id.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
     /// Whether any watermark of any catalog is diverged (for status and tests).
     pub fn diverged(&self) -> bool {
         self.marks
@@ -603,6 +593,23 @@ mod tests {
         assert_eq!(set.decide_by_files(&seg(6, "k6")), Decision::Registered);
         set.record([&seg(5, "k5")], None);
         assert_eq!(set.decide_by_files(&seg(5, "k5")), Decision::Registered);
+    }
+
+    #[test]
+    fn forgotten_ids_of_expired_snapshots_are_answered_by_the_watermark() {
+        let key = format!("{WATERMARK_PREFIX}log");
+        let mut set = CommittedSet::default();
+        let batch = [seg(1, "a"), seg(2, "b")];
+        let written = set
+            .watermark_update(&batch.iter().collect::<Vec<_>>())
+            .expect("mark");
+        set.record(batch.iter(), Some(&written));
+        set.refresh_marks(&HashMap::from([(key, written.1.clone())]));
+        set.forget(&[SegmentId::of("a"), SegmentId::of("b")]);
+        assert!(set.ids.is_empty(), "the set shrinks with the table");
+        assert_eq!(set.decide(&seg(1, "a")), Decision::Registered);
+        assert_eq!(set.decide(&seg(2, "b")), Decision::Registered);
+        assert_eq!(set.decide(&seg(3, "c")), Decision::Missing);
     }
 
     #[test]

@@ -304,7 +304,10 @@ mod tests {
         assert_eq!(props["thadam.dataset"], "d");
         let user = [
             (METADATA_PREVIOUS_VERSIONS_MAX.to_string(), "3".to_string()),
-            (METADATA_DELETE_AFTER_COMMIT.to_string(), "false".to_string()),
+            (
+                METADATA_DELETE_AFTER_COMMIT.to_string(),
+                "false".to_string(),
+            ),
             ("write.format.default".to_string(), "parquet".to_string()),
         ];
         let props = creation_properties(&user, own);

@@ -105,7 +105,11 @@ pub fn select(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Selecti
     for (name, r) in &refs {
         protected.insert(r.snapshot_id);
         if name != MAIN_BRANCH {
-            protected.extend(ancestors(metadata, r.snapshot_id).iter().map(|s| s.snapshot_id()));
+            protected.extend(
+                ancestors(metadata, r.snapshot_id)
+                    .iter()
+                    .map(|s| s.snapshot_id()),
+            );
         }
     }
     // `due` is newest first: the oldest go first.
@@ -159,7 +163,8 @@ fn first_time(table: &str) -> bool {
     let Ok(mut said) = SAID.lock() else {
         return false;
     };
-    said.get_or_insert_with(HashSet::new).insert(table.to_string())
+    said.get_or_insert_with(HashSet::new)
+        .insert(table.to_string())
 }
 
 /// Whether a registrar wrote `snapshot` (any of its summary keys).
@@ -320,19 +325,27 @@ mod tests {
         let snapshots = vec![
             ours(1, 10, Some(&wm), 3),
             ours(2, 9, Some(&wm), 6),
-            ours(3, 8, None, 7),                                      // no watermark
+            ours(3, 8, None, 7), // no watermark
             ours(4, 7, Some(&format!("{WATERMARK_PREFIX}gone")), 8), // property absent
-            ours(5, 6, Some(&wm), 12),                               // past the mark
+            ours(5, 6, Some(&wm), 12), // past the mark
             ours(6, 5, Some(&wm), 9),
             snap(7, 4, json!({})),
             ours(8, 1, Some(&wm), 13),
         ];
-        let t = table(snapshots, json!({ wm.clone(): "10:AAAAAAAAAAAAAAAA" }), json!({}));
+        let t = table(
+            snapshots,
+            json!({ wm.clone(): "10:AAAAAAAAAAAAAAAA" }),
+            json!({}),
+        );
         let s = select(&t, &policy(2, 1), NOW);
         assert_eq!(s.expire, vec![1, 2, 6, 7]);
         assert_eq!(s.unguarded, 3);
         // A bare legacy watermark value still has a seq; coverage is about the seq alone.
-        let t2 = table(vec![ours(1, 10, Some(&wm), 3), snap(2, 0, json!({}))], json!({ wm.clone(): "5" }), json!({}));
+        let t2 = table(
+            vec![ours(1, 10, Some(&wm), 3), snap(2, 0, json!({}))],
+            json!({ wm.clone(): "5" }),
+            json!({}),
+        );
         assert_eq!(expirable(&t2, &policy(2, 1), NOW), vec![1]);
     }
 
@@ -373,7 +386,11 @@ mod tests {
             json!({"t": {"snapshot-id": 9, "type": "tag", "max-ref-age-ms": 1000}}),
         );
         assert!(expirable(&t, &policy(1, 1), NOW).is_empty());
-        let t = table(foreign(10), json!({"history.expire.max-ref-age-ms": "1"}), json!({}));
+        let t = table(
+            foreign(10),
+            json!({"history.expire.max-ref-age-ms": "1"}),
+            json!({}),
+        );
         assert!(expirable(&t, &policy(1, 1), NOW).is_empty());
         let t = table(vec![], json!({}), json!({}));
         assert!(expirable(&t, &policy(1, 1), NOW).is_empty());
