@@ -868,7 +868,7 @@ fn commit_batching_and_footer_readers() {
         set(
             d,
             &reg("commit"),
-            "{max_segments: 50, max_bytes: 64MiB, linger: 250ms}",
+            "{max_segments: 50, max_bytes: 64MiB, linger: 250ms, min_interval: 2s}",
         );
         set(d, &reg("footer_readers"), "16");
     }));
@@ -878,6 +878,7 @@ fn commit_batching_and_footer_readers() {
             max_segments: 50,
             max_bytes: 64 * 1024 * 1024,
             linger: Duration::from_millis(250),
+            min_interval: Duration::from_secs(2),
         }
     );
     assert_eq!(r.footer_readers, 16);
@@ -898,8 +899,45 @@ fn commit_batching_and_footer_readers() {
         &["config.commit.linger", "hour"],
     );
     fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{min_interval: 3h}")),
+        &["config.commit.min_interval", "hour"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{min_interval: soon}")),
+        &["config.commit.min_interval"],
+    );
+    fx.fails(
         &edited(|d| set(d, &reg("footer_readers"), "-3")),
         &["config.footer_readers"],
+    );
+}
+
+#[test]
+fn memory_bounds_parse_and_are_checked() {
+    use thadam_iceberg::config::MemoryBudget;
+    let fx = Fixture::new();
+    assert_eq!(fx.load_ok(&edited(|_| {})).memory, MemoryBudget::default());
+    let r = fx.load_ok(&edited(|d| {
+        set(d, &reg("memory"), "{segments: 1000, footer_bytes: 8MiB}")
+    }));
+    assert_eq!(
+        r.memory,
+        MemoryBudget {
+            segments: 1000,
+            footer_bytes: 8 << 20,
+        }
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("memory"), "{segments: 0}")),
+        &["config.memory.segments"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("memory"), "{footer_bytes: 4KiB}")),
+        &["config.memory.footer_bytes", "1MiB"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("memory"), "{segmnts: 5}")),
+        &["config.memory", "segmnts"],
     );
 }
 
@@ -1835,5 +1873,116 @@ fn on_bad_segment_and_quarantine_file_parse_and_are_checked() {
     fx.fails(
         &edited(|d| set(d, &reg("on_bad_segment"), "skip")),
         &["config.on_bad_segment", "stop", "quarantine"],
+    );
+}
+
+// snapshot_retention and table_properties (metadata growth).
+#[test]
+fn snapshot_retention_parses_and_is_checked() {
+    use thadam_iceberg::config::SnapshotRetention;
+    let fx = Fixture::new();
+    assert_eq!(
+        fx.load_ok(&base()).snapshot_retention,
+        None,
+        "off by default: the spec leaves expiry to table maintenance"
+    );
+    let config = fx.load_ok(&edited(|d| {
+        set(
+            d,
+            &reg("snapshot_retention"),
+            "{max_age: 2h, min_snapshots: 50}",
+        )
+    }));
+    assert_eq!(
+        config.snapshot_retention,
+        Some(SnapshotRetention {
+            max_age: Duration::from_secs(7200),
+            min_snapshots: 50,
+        })
+    );
+    let at_least_a_minute = fx.load_ok(&edited(|d| {
+        set(
+            d,
+            &reg("snapshot_retention"),
+            "{max_age: 1m, min_snapshots: 1}",
+        )
+    }));
+    assert_eq!(
+        at_least_a_minute.snapshot_retention.map(|r| r.max_age),
+        Some(Duration::from_secs(60))
+    );
+    for (value, needles) in [
+        (
+            "{max_age: 59s, min_snapshots: 5}",
+            &["config.snapshot_retention.max_age", "at least 1m"][..],
+        ),
+        (
+            "{max_age: soon, min_snapshots: 5}",
+            &["config.snapshot_retention.max_age", "not a duration"][..],
+        ),
+        (
+            "{min_snapshots: 5}",
+            &["config.snapshot_retention.max_age", "required"][..],
+        ),
+        (
+            "{max_age: 1h, min_snapshots: 0}",
+            &["config.snapshot_retention.min_snapshots", "greater than 0"][..],
+        ),
+        (
+            "{max_age: 1h}",
+            &["config.snapshot_retention.min_snapshots", "required"][..],
+        ),
+        (
+            "{max_age: 1h, min_snapshots: 5, delete_files: true}",
+            &["config.snapshot_retention", "delete_files"][..],
+        ),
+        ("[1h, 5]", &["config.snapshot_retention"][..]),
+    ] {
+        fx.fails(
+            &edited(|d| set(d, &reg("snapshot_retention"), value)),
+            needles,
+        );
+    }
+}
+
+#[test]
+fn table_properties_parse_and_the_thadam_namespace_is_refused() {
+    let fx = Fixture::new();
+    assert!(fx.load_ok(&base()).table_properties.is_empty());
+    let config = fx.load_ok(&edited(|d| {
+        set(
+            d,
+            &reg("table_properties"),
+            "{write.metadata.previous-versions-max: 3, write.metadata.delete-after-commit.enabled: false, commit.retry.num-retries: '7'}",
+        )
+    }));
+    assert_eq!(
+        config.table_properties,
+        [
+            (
+                "write.metadata.previous-versions-max".to_string(),
+                "3".to_string()
+            ),
+            (
+                "write.metadata.delete-after-commit.enabled".to_string(),
+                "false".to_string()
+            ),
+            ("commit.retry.num-retries".to_string(), "7".to_string()),
+        ]
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("table_properties"), "{thadam.watermark.x: '1:a'}")),
+        &[
+            "config.table_properties.thadam.watermark.x",
+            "registrar's own",
+        ],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("table_properties"), "{ratio: 1.10}")),
+        &["config.table_properties.ratio", "quote"],
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("table_properties"), "[a, b]")),
+        &["config.table_properties"],
     );
 }

@@ -91,8 +91,15 @@ impl BeforeAppend for CompetingWriter {
         let first = &batch[..1];
         let mut committed = CommittedSet::from_metadata(base.metadata());
         let watermark = committed.watermark_update(&[&first[0].segment]);
-        let tx = append_transaction(base, &self.bucket, "competitor", first, watermark.as_ref())
-            .expect("competitor's append");
+        let tx = append_transaction(
+            base,
+            &self.bucket,
+            "competitor",
+            first,
+            watermark.as_ref(),
+            &[],
+        )
+        .expect("competitor's append");
         let adapter = CommitAdapter::new(self.client.clone(), name.clone(), base.clone(), None);
         tx.commit(&adapter).await.expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());

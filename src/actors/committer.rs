@@ -886,12 +886,26 @@ impl CommitterState {
             }
             let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
             let watermark = self.committed.watermark_update(&segments);
+            // Snapshot retention rides on the append (metadata only; see table::retention).
+            let expire = ctx
+                .config
+                .snapshot_retention
+                .map_or_else(Default::default, |policy| {
+                    let name = self.name.to_string();
+                    crate::table::retention::plan(
+                        &name,
+                        table.metadata(),
+                        &policy,
+                        ctx.tuning.now_ms(),
+                    )
+                });
             let tx = append_transaction(
                 &table,
                 &ctx.config.url.bucket,
                 &ctx.writer_id(),
                 &todo,
                 watermark.as_ref(),
+                &expire.snapshot_ids,
             )?;
             let vended = self.vended_generation(&table);
             let key = uuid::Uuid::new_v4().to_string();
@@ -908,6 +922,8 @@ impl CommitterState {
                     self.conflicts = 0;
                     self.vended_worked(vended);
                     self.committed_ok(new_table, &todo, watermark.as_ref(), started);
+                    // The set stays as large as the snapshots the table keeps.
+                    self.committed.forget(&expire.segment_ids);
                     return Ok(());
                 }
                 Err(e) => match adapter.take_failure() {

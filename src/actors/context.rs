@@ -42,16 +42,33 @@ pub trait BeforeAppend: Send + Sync {
     async fn before_append(&self, table: &TableName, base: &Table, batch: &[ReadySegment]);
 }
 
+/// The wall clock, in milliseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
 #[derive(Clone, Default)]
 pub struct Hooks {
     pub before_append: Option<Arc<dyn BeforeAppend>>,
+    /// The clock snapshot retention ages snapshots by (tests move it forward instead of waiting
+    /// for `snapshot_retention.max_age`, which is at least a minute).
+    pub clock: Option<Clock>,
 }
 
 impl fmt::Debug for Hooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hooks")
             .field("before_append", &self.before_append.is_some())
+            .field("clock", &self.clock.is_some())
             .finish()
+    }
+}
+
+impl Tuning {
+    /// Now, by the test clock when there is one.
+    pub fn now_ms(&self) -> i64 {
+        match &self.hooks.clock {
+            Some(clock) => clock(),
+            None => chrono::Utc::now().timestamp_millis(),
+        }
     }
 }
 

@@ -77,11 +77,14 @@ async fn reconcile(
         }
         None => {
             let location = ctx.table_location(dataset);
-            let props = HashMap::from([
-                ("thadam.pipeline".to_string(), ctx.config.pipeline.clone()),
-                ("thadam.dataset".to_string(), dataset.to_string()),
-                ("thadam.created-by".to_string(), ctx.writer_id()),
-            ]);
+            let props = crate::table::create::creation_properties(
+                &ctx.config.table_properties,
+                HashMap::from([
+                    ("thadam.pipeline".to_string(), ctx.config.pipeline.clone()),
+                    ("thadam.dataset".to_string(), dataset.to_string()),
+                    ("thadam.created-by".to_string(), ctx.writer_id()),
+                ]),
+            );
             let created = retry_transient(
                 Op::Create,
                 ctx.retry(),

@@ -29,8 +29,8 @@ pub use secret::Secret;
 pub use types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
     DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential, ParquetSource,
-    RegistrarConfig, RetryPolicy, SigV4Credential, StoreConfig, TableLocation, TableRoot,
-    UnsignedPolicy,
+    RegistrarConfig, RetryPolicy, SigV4Credential, SnapshotRetention, StoreConfig, TableLocation,
+    TableRoot, UnsignedPolicy,
 };
 
 use crate::error::{Error, Result};

@@ -51,6 +51,8 @@ pub(crate) struct RawIceberg {
     pub unready_after: Option<Value>,
     pub on_bad_segment: Option<Value>,
     pub quarantine_file: Option<Value>,
+    pub table_properties: Option<Value>,
+    pub snapshot_retention: Option<Value>,
 }
 
 /// `catalog_credential:`.
@@ -111,6 +113,14 @@ pub(crate) struct RawCommit {
 pub(crate) struct RawMemory {
     pub segments: Option<Value>,
     pub footer_bytes: Option<Value>,
+}
+
+/// `snapshot_retention:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRetention {
+    pub max_age: Option<Value>,
+    pub min_snapshots: Option<Value>,
 }
 
 /// `kind: parquet`: only what the registrar needs; thadam's other keys are ignored.

@@ -65,6 +65,13 @@ pub struct RegistrarConfig {
     /// `quarantine_file`: where quarantined segments are recorded. Default
     /// `{segment catalog}.quarantine`.
     pub quarantine_file: PathBuf,
+    /// `table_properties`: table properties a table the registrar creates gets, over the
+    /// registrar's defaults ([`crate::table::create::default_properties`]). Existing tables are
+    /// never changed. Keys under `thadam.` are the registrar's own and refused.
+    pub table_properties: Vec<(String, String)>,
+    /// `snapshot_retention`: expire old snapshots of the main branch in the registrar's own
+    /// commits (metadata only; see `table::retention`). `None` (the default): never.
+    pub snapshot_retention: Option<SnapshotRetention>,
     /// The `from` parquet sink, as far as the registrar needs it.
     pub source: ParquetSource,
 }
@@ -242,6 +249,17 @@ impl Default for MemoryBudget {
             footer_bytes: 32 << 20,
         }
     }
+}
+
+/// `snapshot_retention`: which snapshots the registrar's commits remove from the table metadata
+/// (never a file). See `table::retention` for the rules that keep exactly-once intact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotRetention {
+    /// `max_age`: a snapshot older than this may be expired. At least 1 minute.
+    pub max_age: Duration,
+    /// `min_snapshots`: the newest this many snapshots of the main branch are always kept,
+    /// whatever their age. At least 1.
+    pub min_snapshots: usize,
 }
 
 /// The default of `footer_readers`.

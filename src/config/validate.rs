@@ -7,7 +7,8 @@ use url::Url;
 
 use super::field::Ctx;
 use super::raw::{
-    RawCommit, RawCredential, RawIceberg, RawMemory, RawRetry, RawSigV4, RawSink, RawStore,
+    RawCommit, RawCredential, RawIceberg, RawMemory, RawRetention, RawRetry, RawSigV4, RawSink,
+    RawStore,
 };
 use super::secret::Secret;
 use super::source;
@@ -15,7 +16,7 @@ use super::tls;
 use super::types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
     DEFAULT_UNREADY_AFTER, MemoryBudget, OAuth2Credential, RegistrarConfig, RetryPolicy,
-    SigV4Credential, StoreConfig, TableLocation,
+    SigV4Credential, SnapshotRetention, StoreConfig, TableLocation,
 };
 use super::urls;
 use crate::error::Result;
@@ -52,6 +53,8 @@ pub(crate) fn registrar(
     let raw_commit: RawCommit = ctx
         .optional_section("config.commit", raw.commit.as_ref())?
         .unwrap_or_default();
+    let raw_retention: Option<RawRetention> =
+        ctx.optional_section("config.snapshot_retention", raw.snapshot_retention.as_ref())?;
 
     // Rules 3, 15: the parquet sink.
     let from = ctx.required(
@@ -123,6 +126,11 @@ pub(crate) fn registrar(
         None => default_quarantine_file(&source.catalog),
     };
 
+    let table_properties = table_properties(&ctx, &raw)?;
+    let snapshot_retention = raw_retention
+        .map(|r| snapshot_retention(&ctx, r))
+        .transpose()?;
+
     // Rule 17, once everything else holds.
     warn_cleartext(&ctx, &catalog_uri, &catalog_auth);
 
@@ -149,7 +157,76 @@ pub(crate) fn registrar(
         unready_after,
         on_bad_segment,
         quarantine_file,
+        table_properties,
+        snapshot_retention,
         source,
+    })
+}
+
+/// `table_properties`: a mapping of Iceberg table property names to values (strings, numbers
+/// and booleans are taken as their text). The `thadam.` namespace holds the registrar's
+/// exactly-once markers (watermarks) and is refused.
+fn table_properties(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<(String, String)>> {
+    const KEY: &str = "config.table_properties";
+    let entries: Option<serde_yaml_ng::Mapping> =
+        ctx.optional_section(KEY, raw.table_properties.as_ref())?;
+    let mut properties = Vec::new();
+    for (name, value) in entries.into_iter().flatten() {
+        let Some(name) = name.as_str().map(str::to_string) else {
+            return Err(ctx.err(KEY, "property names must be strings"));
+        };
+        let key = format!("{KEY}.{name}");
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(ctx.err(&key, "is not a valid table property name"));
+        }
+        if name.starts_with("thadam.") {
+            return Err(ctx.err(
+                &key,
+                "is in the registrar's own namespace (thadam.*: its exactly-once markers);                  remove it",
+            ));
+        }
+        // Integers and strings through `text` (a float such as 1.10 must be quoted).
+        let text = match &value {
+            serde_yaml_ng::Value::Bool(b) => b.to_string(),
+            _ => ctx
+                .text(&key, Some(&value))?
+                .ok_or_else(|| ctx.err(&key, "needs a value"))?,
+        };
+        properties.push((name, text));
+    }
+    Ok(properties)
+}
+
+/// The shortest `snapshot_retention.max_age`: a snapshot younger than this is what readers and
+/// writers in flight are still planning against.
+const MIN_RETENTION_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `snapshot_retention`: both keys required, `max_age` at least a minute, `min_snapshots` at
+/// least 1.
+fn snapshot_retention(ctx: &Ctx, raw: RawRetention) -> Result<SnapshotRetention> {
+    const AGE: &str = "config.snapshot_retention.max_age";
+    const MIN: &str = "config.snapshot_retention.min_snapshots";
+    let max_age = ctx.duration(AGE, raw.max_age.as_ref())?.ok_or_else(|| {
+        ctx.err(
+            AGE,
+            "is required; how old a snapshot must be before it is expired, e.g. 1d",
+        )
+    })?;
+    if max_age < MIN_RETENTION_AGE {
+        return Err(ctx.err(
+            AGE,
+            "must be at least 1m: readers and writers may still be using younger snapshots",
+        ));
+    }
+    let min_snapshots = ctx.count(MIN, raw.min_snapshots.as_ref())?.ok_or_else(|| {
+        ctx.err(
+            MIN,
+            "is required; how many of the newest snapshots are always kept, e.g. 100",
+        )
+    })?;
+    Ok(SnapshotRetention {
+        max_age,
+        min_snapshots: usize::try_from(min_snapshots).unwrap_or(usize::MAX),
     })
 }
 

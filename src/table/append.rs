@@ -11,7 +11,9 @@ use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WRITER, encode_ids};
+use crate::table::committed::{
+    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
+};
 use crate::table::metrics::{MetricsConfig, file_metrics};
 use crate::table::partition::{describe_spec, file_partition};
 
@@ -77,7 +79,8 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
 
 /// A transaction appending `batch` (already filtered against the committed set) in one snapshot,
 /// and setting the batch's catalog watermark (`(property, value)`, from
-/// [`crate::table::CommittedSet::watermark_update`]) in the same commit.
+/// [`crate::table::CommittedSet::watermark_update`]) in the same commit, and removing the
+/// snapshots `expire` (from `table::retention`; empty: none).
 /// The duplicate check of the library is off: it reads every manifest on every attempt, and the
 /// committed set answers the same question from metadata alone.
 pub fn append_transaction(
@@ -86,6 +89,7 @@ pub fn append_transaction(
     writer: &str,
     batch: &[ReadySegment],
     watermark: Option<&(String, String)>,
+    expire: &[i64],
 ) -> Result<Transaction> {
     let files = batch
         .iter()
@@ -101,7 +105,21 @@ pub fn append_transaction(
         summary.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
     }
     summary.insert(WRITER.to_string(), writer.to_string());
+    if let Some((property, _)) = watermark {
+        summary.insert(WATERMARK_KEY.to_string(), property.clone());
+    }
     let mut tx = Transaction::new(table);
+    if !expire.is_empty() {
+        // Before the append: its requirement (main at the base snapshot) is checked against the
+        // table as each action leaves it. Age-based selection pinned off, so exactly `expire`
+        // goes (chosen by `table::retention::expirable`); metadata only.
+        tx = tx
+            .expire_snapshots()
+            .expire_snapshot_ids(expire.iter().copied())
+            .expire_older_than_ms(i64::MIN)
+            .apply(tx)
+            .map_err(|e| Error::internal(format!("cannot build the snapshot expiry: {e}")))?;
+    }
     if let Some((property, value)) = watermark {
         tx = tx
             .update_table_properties()

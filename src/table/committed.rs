@@ -119,6 +119,10 @@ pub fn encode_ids<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
 pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
 /// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
 pub const WRITER: &str = "thadam.writer";
+/// Snapshot summary key: the watermark property ([`WATERMARK_PREFIX`]`...`) set in the same
+/// commit, when one was. Snapshot retention expires a registrar snapshot only while that
+/// property still covers its [`CATALOG_SEQ`] (see `table::retention`).
+pub const WATERMARK_KEY: &str = "thadam.watermark";
 /// Table property prefix of the per-catalog watermarks.
 pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
 
@@ -129,7 +133,7 @@ pub fn encode_mark(segment: &UploadedSegment) -> String {
 
 /// Parses a watermark value. A bare `<seq>` (written before watermarks were bound to records)
 /// has no fingerprint and can never be trusted.
-fn decode_mark(value: &str) -> Option<(u64, Option<SegmentId>)> {
+pub(crate) fn decode_mark(value: &str) -> Option<(u64, Option<SegmentId>)> {
     match value.split_once(':') {
         Some((seq, fp)) => Some((seq.parse().ok()?, SegmentId::decode(fp.as_bytes()))),
         None => Some((value.parse().ok()?, None)),
@@ -390,6 +394,16 @@ impl CommittedSet {
         }
     }
 
+    /// Forgets the ids of snapshots this committer expired (see `table::retention`), so that
+    /// the set stays as large as the snapshots the table keeps. Safe: a snapshot is expired only
+    /// while the watermark it was written under covers it, and that watermark answers for its
+    /// segments from then on (exactly what a rebuild from the metadata would see).
+    pub fn forget(&mut self, ids: &[SegmentId]) {
+        for id in ids {
+            self.ids.remove(id);
+        }
+    }
+
     /// Whether any watermark of any catalog is diverged (for status and tests).
     pub fn diverged(&self) -> bool {
         self.marks
@@ -579,6 +593,23 @@ mod tests {
         assert_eq!(set.decide_by_files(&seg(6, "k6")), Decision::Registered);
         set.record([&seg(5, "k5")], None);
         assert_eq!(set.decide_by_files(&seg(5, "k5")), Decision::Registered);
+    }
+
+    #[test]
+    fn forgotten_ids_of_expired_snapshots_are_answered_by_the_watermark() {
+        let key = format!("{WATERMARK_PREFIX}log");
+        let mut set = CommittedSet::default();
+        let batch = [seg(1, "a"), seg(2, "b")];
+        let written = set
+            .watermark_update(&batch.iter().collect::<Vec<_>>())
+            .expect("mark");
+        set.record(batch.iter(), Some(&written));
+        set.refresh_marks(&HashMap::from([(key, written.1.clone())]));
+        set.forget(&[SegmentId::of("a"), SegmentId::of("b")]);
+        assert!(set.ids.is_empty(), "the set shrinks with the table");
+        assert_eq!(set.decide(&seg(1, "a")), Decision::Registered);
+        assert_eq!(set.decide(&seg(2, "b")), Decision::Registered);
+        assert_eq!(set.decide(&seg(3, "c")), Decision::Missing);
     }
 
     #[test]

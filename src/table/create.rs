@@ -28,6 +28,37 @@ use crate::table::partition::{PartitionTerm, initial_spec};
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
 
+/// Iceberg's table property: delete the oldest metadata file once more than
+/// [`METADATA_PREVIOUS_VERSIONS_MAX`] previous ones are tracked (the catalog does it, on commit).
+pub const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+/// Iceberg's table property: how many previous metadata files are tracked (and, with
+/// [`METADATA_DELETE_AFTER_COMMIT`], kept).
+pub const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+/// The registrar's [`METADATA_PREVIOUS_VERSIONS_MAX`]. Every commit rewrites the whole metadata
+/// file and the registrar commits often (seconds apart), so Java's default of 100 keeps 100
+/// copies of an ever larger file while covering only minutes of history; 10 still leaves an
+/// operator the last few versions to inspect or roll back to (register an older file).
+pub const PREVIOUS_VERSIONS_KEPT: u32 = 10;
+
+/// The properties of a table the registrar creates: its defaults (old metadata files deleted
+/// after commit, [`PREVIOUS_VERSIONS_KEPT`] kept), then the user's `table_properties` over them
+/// (the user wins), then the registrar's own `thadam.*` properties (`own`).
+pub fn creation_properties(
+    user: &[(String, String)],
+    own: HashMap<String, String>,
+) -> HashMap<String, String> {
+    let mut properties = HashMap::from([
+        (METADATA_DELETE_AFTER_COMMIT.to_string(), "true".to_string()),
+        (
+            METADATA_PREVIOUS_VERSIONS_MAX.to_string(),
+            PREVIOUS_VERSIONS_KEPT.to_string(),
+        ),
+    ]);
+    properties.extend(user.iter().cloned());
+    properties.extend(own);
+    properties
+}
+
 /// The first metadata document of a new, unsorted v2 table, partitioned by `partition_by`
 /// (unpartitioned when empty; partition field IDs from 1000, as the Iceberg spec assigns them).
 pub fn initial_metadata(
@@ -262,6 +293,28 @@ mod tests {
             ])
             .build()
             .expect("schema")
+    }
+
+    #[test]
+    fn created_tables_bound_their_metadata_files_unless_the_user_says_otherwise() {
+        let own = HashMap::from([("thadam.dataset".to_string(), "d".to_string())]);
+        let props = creation_properties(&[], own.clone());
+        assert_eq!(props[METADATA_DELETE_AFTER_COMMIT], "true");
+        assert_eq!(props[METADATA_PREVIOUS_VERSIONS_MAX], "10");
+        assert_eq!(props["thadam.dataset"], "d");
+        let user = [
+            (METADATA_PREVIOUS_VERSIONS_MAX.to_string(), "3".to_string()),
+            (
+                METADATA_DELETE_AFTER_COMMIT.to_string(),
+                "false".to_string(),
+            ),
+            ("write.format.default".to_string(), "parquet".to_string()),
+        ];
+        let props = creation_properties(&user, own);
+        assert_eq!(props[METADATA_PREVIOUS_VERSIONS_MAX], "3", "the user wins");
+        assert_eq!(props[METADATA_DELETE_AFTER_COMMIT], "false");
+        assert_eq!(props["write.format.default"], "parquet");
+        assert_eq!(props.len(), 4);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Table-level operations: which segments a table already has, creating a table with the files'
 //! own field IDs, building the metadata-only append of a batch of segments, and the column
-//! metrics and partition values of its data files.
+//! metrics and partition values of its data files, and which old snapshots a commit expires.
 
 pub mod append;
 pub mod committed;
@@ -8,5 +8,6 @@ pub mod create;
 pub mod metrics;
 pub mod partition;
 pub mod quarantine;
+pub mod retention;
 
 pub use committed::CommittedSet;
