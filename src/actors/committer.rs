@@ -33,7 +33,7 @@ use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, Sche
 use crate::protocol::segment::UploadedSegment;
 use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, append_transaction, data_file, preparation_failure};
+use crate::table::append::{ReadySegment, data_file, prepare_append, preparation_failure};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
 use crate::table::quarantine::{
     Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
@@ -785,21 +785,24 @@ impl CommitterState {
             }
             let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
             let watermark = self.committed.watermark_update(&segments);
-            let tx = append_transaction(
+            let append = prepare_append(
                 &table,
                 &ctx.config.url.bucket,
                 &ctx.writer_id(),
                 &todo,
                 watermark.as_ref(),
+                &[],
             )?;
             let vended = self.vended_generation(&table);
             let key = uuid::Uuid::new_v4().to_string();
-            let adapter =
-                CommitAdapter::new(ctx.client.clone(), self.name.clone(), table, Some(key));
+            let adapter = CommitAdapter::new(ctx.client.clone(), self.name.clone(), Some(key));
             // A stop abandons a commit in flight: safe, because whether it landed or not, the
             // next start finds its keys (or not) in the table and does only what is missing.
             let outcome = tokio::select! {
-                outcome = tx.commit(&adapter) => outcome,
+                outcome = async {
+                    let commit = append.build().await?;
+                    adapter.commit_prepared(commit.updates, commit.requirements).await
+                } => outcome,
                 _ = shutdown.requested() => return Err(Error::cancelled()),
             };
             let failure = match outcome {

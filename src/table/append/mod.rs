@@ -1,17 +1,23 @@
 //! The metadata-only append of a batch of segments: one data file per segment, its URI taken from
 //! the recorded object key, and the keys written into the snapshot summary.
+//!
+//! `producer` builds the snapshot itself (iceberg-rust 0.10.1's fast append has no manifest
+//! merging), `merge` is the merge policy (Java's `MergeAppend`), `manifest_list` writes the
+//! manifest list deflate-compressed.
 
-use std::collections::HashMap;
+pub mod manifest_list;
+pub mod merge;
+pub mod producer;
+
+pub use producer::{AppendCommit, PreparedAppend, prepare_append};
 
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use iceberg::table::Table;
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WRITER, encode_ids};
 use crate::table::metrics::{MetricsConfig, file_metrics};
 use crate::table::partition::{describe_spec, file_partition};
 
@@ -73,50 +79,6 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
         .split_offsets(metrics.split_offsets)
         .build()
         .map_err(|e| Error::internal(format!("cannot describe data file: {e}")))
-}
-
-/// A transaction appending `batch` (already filtered against the committed set) in one snapshot,
-/// and setting the batch's catalog watermark (`(property, value)`, from
-/// [`crate::table::CommittedSet::watermark_update`]) in the same commit.
-/// The duplicate check of the library is off: it reads every manifest on every attempt, and the
-/// committed set answers the same question from metadata alone.
-pub fn append_transaction(
-    table: &Table,
-    bucket: &str,
-    writer: &str,
-    batch: &[ReadySegment],
-    watermark: Option<&(String, String)>,
-) -> Result<Transaction> {
-    let files = batch
-        .iter()
-        .map(|r| data_file(table, bucket, r))
-        .collect::<Result<Vec<_>>>()?;
-    let mut summary = HashMap::new();
-    summary.insert(
-        SEGMENT_IDS.to_string(),
-        encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
-    );
-    summary.insert(SEGMENT_COUNT.to_string(), batch.len().to_string());
-    if let Some(max_seq) = batch.iter().map(|r| r.segment.seq).max() {
-        summary.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
-    }
-    summary.insert(WRITER.to_string(), writer.to_string());
-    let mut tx = Transaction::new(table);
-    if let Some((property, value)) = watermark {
-        tx = tx
-            .update_table_properties()
-            .set(property.clone(), value.clone())
-            .apply(tx)
-            .map_err(|e| Error::internal(format!("cannot build the watermark update: {e}")))?;
-    }
-    let action = tx
-        .fast_append()
-        .with_check_duplicate(false)
-        .add_data_files(files)
-        .set_snapshot_properties(summary);
-    action
-        .apply(tx)
-        .map_err(|e| Error::internal(format!("cannot build the append: {e}")))
 }
 
 /// What a failure to build or send the append means when the catalog never answered: the
