@@ -33,7 +33,7 @@ use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest, Sche
 use crate::protocol::segment::UploadedSegment;
 use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, data_file, prepare_append, preparation_failure};
+use crate::table::append::{ReadySegment, data_file, preparation_failure, prepare_append};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
 use crate::table::quarantine::{
     Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,

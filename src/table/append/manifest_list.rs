@@ -164,12 +164,7 @@ mod tests {
             assert_eq!(before.entries().len(), 200);
             assert_eq!(before, after);
             // Every user metadata key survives.
-            let meta = |bytes: &[u8]| {
-                Reader::new(bytes)
-                    .expect("reader")
-                    .user_metadata()
-                    .clone()
-            };
+            let meta = |bytes: &[u8]| Reader::new(bytes).expect("reader").user_metadata().clone();
             assert_eq!(meta(&plain), meta(&deflated));
             assert!(meta(&deflated).contains_key("snapshot-id"));
             assert!(meta(&deflated).contains_key("parent-snapshot-id"));

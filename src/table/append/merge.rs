@@ -263,7 +263,10 @@ mod tests {
         let (p, bad) = policy_from_properties(&props);
         assert_eq!(p, MergePolicy::default());
         let keys: Vec<&str> = bad.iter().map(|u| u.key).collect();
-        assert_eq!(keys, vec![MERGE_ENABLED, MIN_COUNT_TO_MERGE, TARGET_SIZE_BYTES]);
+        assert_eq!(
+            keys,
+            vec![MERGE_ENABLED, MIN_COUNT_TO_MERGE, TARGET_SIZE_BYTES]
+        );
         assert_eq!(bad[1].value, "-3");
         assert_eq!(bad[1].default, "100");
     }

@@ -513,8 +513,7 @@ pub(crate) fn update_totals(summary: &mut HashMap<String, String>, previous: Opt
             None => Some(0u64),
             Some(v) => v.parse::<u64>().ok(),
         };
-        if let (Some(prev), Some(add), Some(rem)) = (previous_total, delta(added), delta(removed))
-        {
+        if let (Some(prev), Some(add), Some(rem)) = (previous_total, delta(added), delta(removed)) {
             let value = prev.saturating_add(add).saturating_sub(rem);
             summary.insert(total.to_string(), value.to_string());
         }
