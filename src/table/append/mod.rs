@@ -129,3 +129,38 @@ fn error_chain(e: &iceberg::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> TableName {
+        TableName {
+            namespace: vec!["ns".to_string()],
+            name: "t".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_table_the_producer_cannot_write_is_fatal_and_anything_else_is_retried() {
+        // e.g. a manifest to merge whose live entries lack sequence numbers (DataInvalid).
+        for kind in [
+            iceberg::ErrorKind::DataInvalid,
+            iceberg::ErrorKind::FeatureUnsupported,
+            iceberg::ErrorKind::PreconditionFailed,
+        ] {
+            match preparation_failure(&table(), &iceberg::Error::new(kind, "cannot merge")) {
+                CommitError::Fatal(e) => {
+                    assert_eq!(e.code(), ErrorCode::TableUnsupported);
+                    assert!(e.message().contains("cannot merge"), "{e}");
+                }
+                other => panic!("{kind:?}: {other:?}"),
+            }
+        }
+        let e = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "store hiccup");
+        assert!(matches!(
+            preparation_failure(&table(), &e),
+            CommitError::NotApplied(_)
+        ));
+    }
+}
