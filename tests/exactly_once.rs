@@ -14,7 +14,7 @@ use thadam_iceberg::actors::context::{BeforeAppend, Tuning};
 use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::catalog::adapter::CommitAdapter;
 use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::append::{ReadySegment, append_transaction};
+use thadam_iceberg::table::append::{ReadySegment, prepare_append};
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +91,7 @@ impl BeforeAppend for CompetingWriter {
         let first = &batch[..1];
         let mut committed = CommittedSet::from_metadata(base.metadata());
         let watermark = committed.watermark_update(&[&first[0].segment]);
-        let tx = append_transaction(
+        let commit = prepare_append(
             base,
             &self.bucket,
             "competitor",
@@ -99,9 +99,15 @@ impl BeforeAppend for CompetingWriter {
             watermark.as_ref(),
             &[],
         )
-        .expect("competitor's append");
-        let adapter = CommitAdapter::new(self.client.clone(), name.clone(), base.clone(), None);
-        tx.commit(&adapter).await.expect("the competitor wins");
+        .expect("competitor's append")
+        .build()
+        .await
+        .expect("competitor's manifests");
+        let adapter = CommitAdapter::new(self.client.clone(), name.clone(), None);
+        adapter
+            .commit_prepared(commit.updates, commit.requirements)
+            .await
+            .expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());
     }
 }

@@ -35,7 +35,7 @@ use crate::protocol::messages::{
 use crate::protocol::segment::UploadedSegment;
 use crate::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, append_transaction, data_file, preparation_failure};
+use crate::table::append::{ReadySegment, data_file, preparation_failure, prepare_append};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
 use crate::table::quarantine::{
     Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
@@ -899,7 +899,7 @@ impl CommitterState {
                         ctx.tuning.now_ms(),
                     )
                 });
-            let tx = append_transaction(
+            let append = prepare_append(
                 &table,
                 &ctx.config.url.bucket,
                 &ctx.writer_id(),
@@ -909,12 +909,14 @@ impl CommitterState {
             )?;
             let vended = self.vended_generation(&table);
             let key = uuid::Uuid::new_v4().to_string();
-            let adapter =
-                CommitAdapter::new(ctx.client.clone(), self.name.clone(), table, Some(key));
+            let adapter = CommitAdapter::new(ctx.client.clone(), self.name.clone(), Some(key));
             // A stop abandons a commit in flight: safe, because whether it landed or not, the
             // next start finds its keys (or not) in the table and does only what is missing.
             let outcome = tokio::select! {
-                outcome = tx.commit(&adapter) => outcome,
+                outcome = async {
+                    let commit = append.build().await?;
+                    adapter.commit_prepared(commit.updates, commit.requirements).await
+                } => outcome,
                 _ = shutdown.requested() => return Err(Error::cancelled()),
             };
             let failure = match outcome {

@@ -3,8 +3,8 @@
 //! `rest` speaks the protocol (with the request and response types of `iceberg-catalog-rest`)
 //! through our own HTTP client, because the registrar needs what `RestCatalog` 0.10.1 cannot give:
 //! a token that can change between requests, a 409 told apart from a lost response, auth failures
-//! told apart from outages, idempotency keys, and direct schema commits. `adapter` lets
-//! iceberg's `Transaction` write manifests and then hand its commit to us. `sigv4` signs each
+//! told apart from outages, idempotency keys, and direct schema commits. `adapter` sends the
+//! append the registrar built (`table::append`) and keeps its classified failure. `sigv4` signs each
 //! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
 //! a catalog vends with a table.
 

@@ -1,19 +1,23 @@
 //! The metadata-only append of a batch of segments: one data file per segment, its URI taken from
 //! the recorded object key, and the keys written into the snapshot summary.
+//!
+//! `producer` builds the snapshot itself (iceberg-rust 0.10.1's fast append has no manifest
+//! merging), `merge` is the merge policy (Java's `MergeAppend`), `manifest_list` writes the
+//! manifest list deflate-compressed.
 
-use std::collections::HashMap;
+pub mod manifest_list;
+pub mod merge;
+pub mod producer;
+
+pub use producer::{AppendCommit, PreparedAppend, prepare_append};
 
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use iceberg::table::Table;
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{
-    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
-};
 use crate::table::metrics::{MetricsConfig, file_metrics};
 use crate::table::partition::{describe_spec, file_partition};
 
@@ -77,66 +81,6 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
         .map_err(|e| Error::internal(format!("cannot describe data file: {e}")))
 }
 
-/// A transaction appending `batch` (already filtered against the committed set) in one snapshot,
-/// and setting the batch's catalog watermark (`(property, value)`, from
-/// [`crate::table::CommittedSet::watermark_update`]) in the same commit, and removing the
-/// snapshots `expire` (from `table::retention`; empty: none).
-/// The duplicate check of the library is off: it reads every manifest on every attempt, and the
-/// committed set answers the same question from metadata alone.
-pub fn append_transaction(
-    table: &Table,
-    bucket: &str,
-    writer: &str,
-    batch: &[ReadySegment],
-    watermark: Option<&(String, String)>,
-    expire: &[i64],
-) -> Result<Transaction> {
-    let files = batch
-        .iter()
-        .map(|r| data_file(table, bucket, r))
-        .collect::<Result<Vec<_>>>()?;
-    let mut summary = HashMap::new();
-    summary.insert(
-        SEGMENT_IDS.to_string(),
-        encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
-    );
-    summary.insert(SEGMENT_COUNT.to_string(), batch.len().to_string());
-    if let Some(max_seq) = batch.iter().map(|r| r.segment.seq).max() {
-        summary.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
-    }
-    summary.insert(WRITER.to_string(), writer.to_string());
-    if let Some((property, _)) = watermark {
-        summary.insert(WATERMARK_KEY.to_string(), property.clone());
-    }
-    let mut tx = Transaction::new(table);
-    if !expire.is_empty() {
-        // Before the append: its requirement (main at the base snapshot) is checked against the
-        // table as each action leaves it. Age-based selection pinned off, so exactly `expire`
-        // goes (chosen by `table::retention::expirable`); metadata only.
-        tx = tx
-            .expire_snapshots()
-            .expire_snapshot_ids(expire.iter().copied())
-            .expire_older_than_ms(i64::MIN)
-            .apply(tx)
-            .map_err(|e| Error::internal(format!("cannot build the snapshot expiry: {e}")))?;
-    }
-    if let Some((property, value)) = watermark {
-        tx = tx
-            .update_table_properties()
-            .set(property.clone(), value.clone())
-            .apply(tx)
-            .map_err(|e| Error::internal(format!("cannot build the watermark update: {e}")))?;
-    }
-    let action = tx
-        .fast_append()
-        .with_check_duplicate(false)
-        .add_data_files(files)
-        .set_snapshot_properties(summary);
-    action
-        .apply(tx)
-        .map_err(|e| Error::internal(format!("cannot build the append: {e}")))
-}
-
 /// What a failure to build or send the append means when the catalog never answered: the
 /// library failed before the request (writing manifests, reading the table's properties or
 /// features). Classified by the error's kind: a table this client cannot write is permanent;
@@ -184,4 +128,39 @@ fn error_chain(e: &iceberg::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> TableName {
+        TableName {
+            namespace: vec!["ns".to_string()],
+            name: "t".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_table_the_producer_cannot_write_is_fatal_and_anything_else_is_retried() {
+        // e.g. a manifest to merge whose live entries lack sequence numbers (DataInvalid).
+        for kind in [
+            iceberg::ErrorKind::DataInvalid,
+            iceberg::ErrorKind::FeatureUnsupported,
+            iceberg::ErrorKind::PreconditionFailed,
+        ] {
+            match preparation_failure(&table(), &iceberg::Error::new(kind, "cannot merge")) {
+                CommitError::Fatal(e) => {
+                    assert_eq!(e.code(), ErrorCode::TableUnsupported);
+                    assert!(e.message().contains("cannot merge"), "{e}");
+                }
+                other => panic!("{kind:?}: {other:?}"),
+            }
+        }
+        let e = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "store hiccup");
+        assert!(matches!(
+            preparation_failure(&table(), &e),
+            CommitError::NotApplied(_)
+        ));
+    }
 }

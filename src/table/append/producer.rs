@@ -1,0 +1,585 @@
+//! The append's snapshot, built by us rather than by iceberg-rust's fast append (which has no
+//! merge and whose producer is crate-private): the new manifest, the merge of older manifests
+//! the table's properties ask for (see [`super::merge`]), a deflate-compressed manifest list,
+//! the snapshot with the library's summary totals, and the updates and requirements of one
+//! commit, which the caller sends itself.
+//!
+//! Memory: the batch's data files (twice while the new manifest is written, once more when it is
+//! merged); for each merged bin, the input manifest being read (bytes and entries) and the
+//! entries of the merged manifest (the library's `ManifestWriter` holds them all until it writes
+//! the file; a bin is bounded by `commit.manifest.target-size-bytes` plus the new manifest);
+//! the current manifest list's entries and the new list's bytes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+
+use iceberg::spec::{
+    DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation,
+    PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector,
+    Summary, TableMetadata, TableProperties,
+};
+use iceberg::table::Table;
+use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
+use uuid::Uuid;
+
+use super::manifest_list::{MemoryFile, deflate_container};
+use super::merge::{self, Candidate, MergePolicy, Planned};
+use super::{ReadySegment, data_file};
+use crate::error::Result;
+use crate::table::committed::{
+    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
+};
+
+/// The updates and requirements of one append commit.
+#[derive(Debug, Clone)]
+pub struct AppendCommit {
+    pub updates: Vec<TableUpdate>,
+    pub requirements: Vec<TableRequirement>,
+}
+
+/// An append whose inputs are checked (data files described, summary keys chosen) and whose
+/// files are not written yet: [`PreparedAppend::build`] writes them.
+#[derive(Debug)]
+pub struct PreparedAppend<'a> {
+    table: &'a Table,
+    files: Vec<DataFile>,
+    properties: HashMap<String, String>,
+    watermark: Option<(String, String)>,
+    expire: Vec<i64>,
+}
+
+/// Prepares the append of `batch` (already filtered against the committed set) in one
+/// snapshot: its data files, the registrar's summary keys, the batch's catalog watermark
+/// (`(property, value)`, from [`crate::table::CommittedSet::watermark_update`]) set in the same
+/// commit, and `expire`, snapshot ids removed in the same commit. No I/O.
+///
+/// There is no duplicate check over the table's manifests: the committed set answers that
+/// question from metadata alone.
+pub fn prepare_append<'a>(
+    table: &'a Table,
+    bucket: &str,
+    writer: &str,
+    batch: &[ReadySegment],
+    watermark: Option<&(String, String)>,
+    expire: &[i64],
+) -> Result<PreparedAppend<'a>> {
+    let files = batch
+        .iter()
+        .map(|r| data_file(table, bucket, r))
+        .collect::<Result<Vec<_>>>()?;
+    let mut properties = HashMap::new();
+    properties.insert(
+        SEGMENT_IDS.to_string(),
+        encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
+    );
+    properties.insert(SEGMENT_COUNT.to_string(), batch.len().to_string());
+    if let Some(max_seq) = batch.iter().map(|r| r.segment.seq).max() {
+        properties.insert(CATALOG_SEQ.to_string(), max_seq.to_string());
+    }
+    properties.insert(WRITER.to_string(), writer.to_string());
+    if let Some((property, _)) = watermark {
+        // Which watermark covers this snapshot's segments: snapshot retention expires it only
+        // while that watermark's seq is at or past its catalog seq (see `table::retention`).
+        properties.insert(WATERMARK_KEY.to_string(), property.clone());
+    }
+    Ok(PreparedAppend {
+        table,
+        files,
+        properties,
+        watermark: watermark.cloned(),
+        expire: expire.to_vec(),
+    })
+}
+
+impl PreparedAppend<'_> {
+    /// Writes the manifests and the manifest list, and returns the commit: the watermark
+    /// property, the snapshot and the `main` ref, then the expired snapshots; asserting the
+    /// table's UUID and the snapshot it was built on. Failures here happen before any request
+    /// to the catalog (see [`super::preparation_failure`]).
+    pub async fn build(self) -> iceberg::Result<AppendCommit> {
+        let table = self.table;
+        let metadata = table.metadata();
+        if self.files.is_empty() {
+            return Err(IcebergError::new(
+                ErrorKind::PreconditionFailed,
+                "an append needs at least one data file",
+            ));
+        }
+        validate_files(metadata, &self.files)?;
+        let snapshot_id = unique_snapshot_id(metadata);
+        let mut names = Names::new(metadata.location());
+        let summary = summary(metadata, &self.files, self.properties)?;
+
+        // The new manifest is written first, as Java does: its length is its packing weight.
+        let mut writer = manifest_writer(table, &names.manifest(), snapshot_id, None)?;
+        for file in self.files.iter().cloned() {
+            // A negative sequence number leaves it to be inherited from the manifest list.
+            writer.add_file(file, -1)?;
+        }
+        let new_manifest = writer.write_manifest_file().await?;
+
+        let current = match metadata.current_snapshot() {
+            Some(snapshot) => table
+                .manifest_list_reader(snapshot)
+                .load()
+                .await?
+                .consume_entries()
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
+        };
+        let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
+            .into_iter()
+            // Manifests without files are left behind, as the library's fast append does.
+            .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
+            .partition(|m| m.content == ManifestContentType::Data);
+
+        let mut candidates = Vec::with_capacity(data.len() + 1);
+        candidates.push(new_manifest);
+        candidates.extend(data);
+        let plan = merge::plan(
+            &merge_policy(table),
+            &candidates
+                .iter()
+                .map(|m| Candidate {
+                    spec_id: m.partition_spec_id,
+                    length: u64::try_from(m.manifest_length).unwrap_or(0),
+                    mergeable: can_rewrite(metadata, m),
+                })
+                .collect::<Vec<_>>(),
+        );
+        let mut manifests = Vec::with_capacity(plan.len() + deletes.len());
+        let mut new_manifest_merged = false;
+        for planned in plan {
+            match planned {
+                Planned::Keep(i) => manifests.push(candidates[i].clone()),
+                Planned::Merge { spec_id, members } => {
+                    new_manifest_merged |= members.contains(&0);
+                    let merged = merge_bin(
+                        table,
+                        &names.manifest(),
+                        snapshot_id,
+                        spec_id,
+                        &candidates,
+                        &members,
+                        &self.files,
+                    )
+                    .await?;
+                    manifests.push(merged);
+                }
+            }
+        }
+        // Delete manifests (other writers' row deletes) are never merged, only carried.
+        manifests.extend(deletes);
+        if new_manifest_merged {
+            // Written this attempt and referenced by nothing: safe to remove (best effort).
+            let path = &candidates[0].manifest_path;
+            if let Err(e) = table.file_io().delete(path).await {
+                tracing::debug!(path, "could not remove the unreferenced new manifest: {e}");
+            }
+        }
+
+        let list_path = names.manifest_list(snapshot_id);
+        let next_seq = metadata.next_sequence_number();
+        let first_row_id = metadata.next_row_id();
+        let parent = metadata.current_snapshot_id();
+        let memory = MemoryFile::default();
+        let out = Box::new(memory.clone());
+        let mut list = match metadata.format_version() {
+            FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent),
+            FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, parent, next_seq),
+            FormatVersion::V3 => {
+                ManifestListWriter::v3(out, snapshot_id, parent, next_seq, Some(first_row_id))
+            }
+        };
+        list.add_manifests(manifests.into_iter())?;
+        let next_row_id = list.next_row_id();
+        list.close().await?;
+        let compressed = deflate_container(&memory.bytes())?;
+        table
+            .file_io()
+            .new_output(&list_path)?
+            .write(compressed.into())
+            .await?;
+
+        let snapshot = Snapshot::builder()
+            .with_manifest_list(list_path)
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(parent)
+            .with_sequence_number(next_seq)
+            .with_summary(summary)
+            .with_schema_id(metadata.current_schema_id())
+            .with_timestamp_ms(chrono::Utc::now().timestamp_millis());
+        let snapshot = match next_row_id {
+            Some(next) => snapshot
+                .with_row_range(first_row_id, next.saturating_sub(first_row_id))
+                .build(),
+            None => snapshot.build(),
+        };
+
+        let mut updates = Vec::new();
+        if let Some((property, value)) = self.watermark {
+            updates.push(TableUpdate::SetProperties {
+                updates: HashMap::from([(property, value)]),
+            });
+        }
+        updates.push(TableUpdate::AddSnapshot { snapshot });
+        updates.push(TableUpdate::SetSnapshotRef {
+            ref_name: MAIN_BRANCH.to_string(),
+            reference: SnapshotReference::new(
+                snapshot_id,
+                SnapshotRetention::branch(None, None, None),
+            ),
+        });
+        if !self.expire.is_empty() {
+            updates.push(TableUpdate::RemoveSnapshots {
+                snapshot_ids: self.expire,
+            });
+        }
+        let requirements = vec![
+            TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: parent,
+            },
+        ];
+        Ok(AppendCommit {
+            updates,
+            requirements,
+        })
+    }
+}
+
+/// The library's checks of added files: data content and a partition value of the default
+/// spec's arity. (The spec id is not readable from a `DataFile`: [`data_file`] sets the default
+/// spec's.)
+fn validate_files(metadata: &TableMetadata, files: &[DataFile]) -> iceberg::Result<()> {
+    let spec_id = metadata.default_partition_spec_id();
+    let arity = metadata.default_partition_type().fields().len();
+    for file in files {
+        if file.content_type() != iceberg::spec::DataContentType::Data {
+            return Err(IcebergError::new(
+                ErrorKind::DataInvalid,
+                "only data files can be appended",
+            ));
+        }
+        if file.partition().fields().len() != arity {
+            return Err(IcebergError::new(
+                ErrorKind::DataInvalid,
+                format!(
+                    "data file {} does not match the table's default partition spec {spec_id}",
+                    file.file_path()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A random positive snapshot id no snapshot of the table has (as the library chooses them).
+fn unique_snapshot_id(metadata: &TableMetadata) -> i64 {
+    loop {
+        let (high, low) = Uuid::new_v4().as_u64_pair();
+        let id = ((high ^ low) as i64).checked_abs().unwrap_or(0);
+        if id != 0 && !metadata.snapshots().any(|s| s.snapshot_id() == id) {
+            return id;
+        }
+    }
+}
+
+/// Unique file names under `{location}/metadata/`, one commit UUID per attempt (as the library
+/// names them: `{uuid}-m{n}.avro`, `snap-{snapshot id}-0-{uuid}.avro`).
+struct Names {
+    root: String,
+    commit: Uuid,
+    counter: u64,
+}
+
+impl Names {
+    fn new(location: &str) -> Self {
+        Names {
+            root: format!("{}/metadata", location.trim_end_matches('/')),
+            commit: Uuid::new_v4(),
+            counter: 0,
+        }
+    }
+
+    fn manifest(&mut self) -> String {
+        let name = format!(
+            "{}/{}-m{}.{}",
+            self.root,
+            self.commit,
+            self.counter,
+            DataFileFormat::Avro
+        );
+        self.counter += 1;
+        name
+    }
+
+    fn manifest_list(&self, snapshot_id: i64) -> String {
+        format!(
+            "{}/snap-{snapshot_id}-0-{}.{}",
+            self.root,
+            self.commit,
+            DataFileFormat::Avro
+        )
+    }
+}
+
+/// A data manifest writer of the table's format version, for `spec` (the default spec when
+/// `None`) over the current schema.
+fn manifest_writer(
+    table: &Table,
+    path: &str,
+    snapshot_id: i64,
+    spec: Option<&PartitionSpecRef>,
+) -> iceberg::Result<ManifestWriter> {
+    let metadata = table.metadata();
+    let spec = spec.unwrap_or_else(|| metadata.default_partition_spec());
+    let builder = ManifestWriterBuilder::new(
+        table.file_io().new_output(path)?,
+        Some(snapshot_id),
+        metadata.current_schema().clone(),
+        spec.as_ref().clone(),
+    );
+    Ok(match metadata.format_version() {
+        FormatVersion::V1 => builder.build_v1(),
+        FormatVersion::V2 => builder.build_v2_data(),
+        FormatVersion::V3 => builder.build_v3_data(),
+    })
+}
+
+/// Whether this client can rewrite manifest `m` into a merged one: its spec is known and binds
+/// to the current schema. (A v3 table is never merged: see [`merge_policy`].)
+fn can_rewrite(metadata: &TableMetadata, m: &ManifestFile) -> bool {
+    metadata
+        .partition_spec_by_id(m.partition_spec_id)
+        .is_some_and(|spec| spec.partition_type(metadata.current_schema()).is_ok())
+}
+
+/// Rewrites the manifests `members` of `candidates` (index 0 is this append's new manifest,
+/// whose files are `added`) into one manifest written with this snapshot's id: this append's
+/// files stay ADDED; every other live entry becomes EXISTING with its original snapshot id,
+/// data sequence number and file sequence number; DELETED entries of older snapshots are dropped
+/// (as Java does: only deletes of the new snapshot would be kept, and an append has none).
+async fn merge_bin(
+    table: &Table,
+    path: &str,
+    snapshot_id: i64,
+    spec_id: i32,
+    candidates: &[ManifestFile],
+    members: &[usize],
+    added: &[DataFile],
+) -> iceberg::Result<ManifestFile> {
+    let metadata = table.metadata();
+    let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+        IcebergError::new(
+            ErrorKind::DataInvalid,
+            format!("a manifest names partition spec {spec_id}, which the table does not have"),
+        )
+    })?;
+    let mut writer = manifest_writer(table, path, snapshot_id, Some(spec))?;
+    for &i in members {
+        if i == 0 {
+            for file in added.iter().cloned() {
+                writer.add_file(file, -1)?;
+            }
+            continue;
+        }
+        let manifest = &candidates[i];
+        // One input manifest in memory at a time; its entries inherit the snapshot id and
+        // sequence numbers the manifest list gave them.
+        let (entries, _) = manifest.load_manifest(table.file_io()).await?.into_parts();
+        for entry in entries {
+            if entry.status() == ManifestStatus::Deleted {
+                continue;
+            }
+            let (Some(entry_snapshot), Some(seq), Some(file_seq)) = (
+                entry.snapshot_id,
+                entry.sequence_number,
+                entry.file_sequence_number,
+            ) else {
+                return Err(IcebergError::new(
+                    ErrorKind::DataInvalid,
+                    format!(
+                        "manifest {} has a live entry without a snapshot id or sequence numbers \
+                         ({}); it cannot be merged",
+                        manifest.manifest_path,
+                        entry.file_path()
+                    ),
+                ));
+            };
+            let file = std::sync::Arc::unwrap_or_clone(entry).data_file;
+            writer.add_existing_file(file, entry_snapshot, seq, Some(file_seq))?;
+        }
+    }
+    writer.write_manifest_file().await
+}
+
+/// The table's merge policy; unreadable values are warned about once per table and value.
+fn merge_policy(table: &Table) -> MergePolicy {
+    let metadata = table.metadata();
+    let (mut policy, unreadable) = merge::policy_from_properties(metadata.properties());
+    for u in unreadable {
+        static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        let id = format!("{}\u{0}{}\u{0}{}", table.identifier(), u.key, u.value);
+        let first = WARNED
+            .get_or_init(Default::default)
+            .lock()
+            .map(|mut w| w.insert(id))
+            .unwrap_or(false);
+        if first {
+            tracing::warn!(
+                table = %table.identifier(),
+                property = u.key,
+                value = %u.value,
+                default = %u.default,
+                "table property cannot be read; using its default (set it to a valid value)"
+            );
+        }
+    }
+    // v3: a merged manifest would be given a new first-row-id and renumber the rows of the
+    // files it carries; the library cannot keep each file's own first-row-id. Fast append.
+    if metadata.format_version() == FormatVersion::V3 {
+        policy.enabled = false;
+    }
+    policy
+}
+
+/// The snapshot summary: the registrar's keys, the added-* metrics of the files, and the
+/// totals (previous total + added), computed as the library's (crate-private)
+/// `update_snapshot_summaries` does for an append. Merging moves files between manifests and
+/// adds none, so it changes nothing here.
+fn summary(
+    metadata: &TableMetadata,
+    files: &[DataFile],
+    properties: HashMap<String, String>,
+) -> iceberg::Result<Summary> {
+    let mut collector = SnapshotSummaryCollector::default();
+    let limit = metadata
+        .properties()
+        .get(TableProperties::PROPERTY_WRITE_PARTITION_SUMMARY_LIMIT)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(TableProperties::PROPERTY_WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT);
+    collector.set_partition_summary_limit(limit);
+    for file in files {
+        collector.add_file(
+            file,
+            metadata.current_schema().clone(),
+            metadata.default_partition_spec().clone(),
+        );
+    }
+    // The registrar's keys first, then the computed metrics over them (as Java and the library
+    // do: a colliding key cannot corrupt the metrics).
+    let mut additional = properties;
+    additional.extend(collector.build());
+    let previous = metadata.current_snapshot().map(|s| s.summary());
+    update_totals(&mut additional, previous);
+    Ok(Summary {
+        operation: Operation::Append,
+        additional_properties: additional,
+    })
+}
+
+/// total-X = previous total-X + added-X - removed-X, for the six totals. As the library: with
+/// no previous snapshot the previous total is 0; a previous snapshot without the total, or an
+/// unparsable number, leaves that total out (it is unknown).
+pub(crate) fn update_totals(summary: &mut HashMap<String, String>, previous: Option<&Summary>) {
+    const TOTALS: [(&str, &str, &str); 6] = [
+        ("total-data-files", "added-data-files", "deleted-data-files"),
+        (
+            "total-delete-files",
+            "added-delete-files",
+            "removed-delete-files",
+        ),
+        ("total-records", "added-records", "deleted-records"),
+        ("total-files-size", "added-files-size", "removed-files-size"),
+        (
+            "total-position-deletes",
+            "added-position-deletes",
+            "removed-position-deletes",
+        ),
+        (
+            "total-equality-deletes",
+            "added-equality-deletes",
+            "removed-equality-deletes",
+        ),
+    ];
+    for (total, added, removed) in TOTALS {
+        let previous_total = match previous {
+            None => Some(0),
+            Some(p) => p
+                .additional_properties
+                .get(total)
+                .and_then(|v| v.parse::<u64>().ok()),
+        };
+        let delta = |key: &str| match summary.get(key) {
+            None => Some(0u64),
+            Some(v) => v.parse::<u64>().ok(),
+        };
+        if let (Some(prev), Some(add), Some(rem)) = (previous_total, delta(added), delta(removed)) {
+            let value = prev.saturating_add(add).saturating_sub(rem);
+            summary.insert(total.to_string(), value.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn totals_are_the_previous_total_plus_what_was_added() {
+        let previous = Summary {
+            operation: Operation::Append,
+            additional_properties: map(&[
+                ("total-data-files", "10"),
+                ("total-records", "1000"),
+                ("total-files-size", "5000"),
+                ("total-delete-files", "2"),
+                ("total-position-deletes", "7"),
+                ("total-equality-deletes", "0"),
+            ]),
+        };
+        let mut s = map(&[
+            ("added-data-files", "3"),
+            ("added-records", "30"),
+            ("added-files-size", "300"),
+        ]);
+        update_totals(&mut s, Some(&previous));
+        assert_eq!(s["total-data-files"], "13");
+        assert_eq!(s["total-records"], "1030");
+        assert_eq!(s["total-files-size"], "5300");
+        assert_eq!(s["total-delete-files"], "2");
+        assert_eq!(s["total-position-deletes"], "7");
+        assert_eq!(s["total-equality-deletes"], "0");
+    }
+
+    #[test]
+    fn the_first_snapshot_starts_from_zero_and_an_unknown_total_stays_unknown() {
+        let mut s = map(&[("added-data-files", "1"), ("added-records", "5")]);
+        update_totals(&mut s, None);
+        assert_eq!(s["total-data-files"], "1");
+        assert_eq!(s["total-records"], "5");
+        assert_eq!(s["total-files-size"], "0");
+
+        let previous = Summary {
+            operation: Operation::Append,
+            additional_properties: map(&[("total-records", "x")]),
+        };
+        let mut s = map(&[("added-records", "5")]);
+        update_totals(&mut s, Some(&previous));
+        assert!(!s.contains_key("total-records"));
+        assert!(!s.contains_key("total-data-files"));
+    }
+}
