@@ -18,7 +18,7 @@
 # records). Neither step is timed.
 #
 # Reported per size: wall time to caught-up (registrar start to exit, startup included), seg/s,
-# time to the first commit, snapshots, peak RSS (exact: wait4's ru_maxrss), CPU time, the highest
+# time to the first commit, snapshots, peak RSS (GNU time's ru_maxrss), CPU time, the highest
 # thadam_iceberg_backlog_segments seen, and the RSS over time. Markdown on stdout, progress on
 # stderr. ~2 min for the default when built.
 set -euo pipefail

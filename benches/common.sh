@@ -33,10 +33,11 @@ bench_cleanup() {
     exit "$rc"
 }
 
-# gcc builds the preload shim and the CRC-32C helper.
+# gcc builds the preload shim and the CRC-32C helper; GNU time measures the registrar's peak RSS.
 bench_ensure_packages() {
     local -a missing=()
     command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+    [[ -x /usr/bin/time ]] || missing+=(time)
     ((${#missing[@]} == 0)) && return 0
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
         log "installing missing Debian packages: ${missing[*]}"

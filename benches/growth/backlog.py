@@ -6,8 +6,8 @@ release registrar with --until-caught-up; and the report.
     backlog.py report --results FILE...                            -> markdown on stdout
 
 The table exists (the bench script's warm-up registered one shipped segment, which is also the
-template every placed object copies). Peak RSS and CPU are the child's exact rusage (wait4:
-ru_maxrss is VmHWM at exit); /metrics and /proc are sampled every 100 ms for the backlog gauge,
+template every placed object copies). Peak RSS and CPU time are GNU time's (ru_maxrss of the
+registrar: VmHWM at exit); /metrics and /proc are sampled every 100 ms for the backlog gauge,
 the RSS curve and the first commit.
 """
 
@@ -89,7 +89,6 @@ def cmd_run(args) -> dict:
         raise SystemExit(f"{added} data files added for {len(segments)} segments")
     new = sorted(s.timestamp_ms for s in table.metadata.snapshots
                  if s.timestamp_ms >= started_ms)
-    ru = reg.rusage
     gauges = [s["backlog"] for s in samples if s["backlog"] is not None]
     return {
         "segments": len(segments),
@@ -102,8 +101,8 @@ def cmd_run(args) -> dict:
         "first_commit_seen_s": first_commit_s,
         "last_snapshot_s": (new[-1] - started_ms) / 1000 if new else None,
         "snapshots": after["snapshots"] - before["snapshots"],
-        "max_rss_kb": ru.ru_maxrss,
-        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "max_rss_kb": reg.peak_rss_kb,
+        "cpu_s": reg.cpu_s,
         "backlog_gauge_max": max(gauges) if gauges else None,
         "backlog_gauge_first": gauges[0] if gauges else None,
         "rss_curve_kb": [(round(s["t"], 1), s["rss_kb"]) for s in samples[:: max(1, len(samples) // 20)]],

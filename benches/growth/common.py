@@ -1,5 +1,5 @@
 """What benches/growth/history.py and backlog.py share: the registrar as a child process (its
-/metrics endpoint, /proc figures, exact rusage at exit), Prometheus text parsing, table figures
+/metrics endpoint, /proc figures, GNU time's peak RSS and CPU at exit), Prometheus text parsing, table figures
 read from s3s-fs's data directory, and markdown tables."""
 
 from __future__ import annotations
@@ -50,17 +50,27 @@ def parse_metrics(text: str, table: str) -> dict[str, float]:
 
 
 class Registrar:
-    """The release registrar as a child: started with --metrics-addr 127.0.0.1:0 (and any extra
-    arguments), its address read from stdout, its log on `log_path`."""
+    """The release registrar as a grandchild, under GNU time: started with --metrics-addr
+    127.0.0.1:0 (and any extra arguments), its address read from stdout, its log on `log_path`.
+
+    Why GNU time: a child forked from this Python process carries the interpreter's RSS
+    (~140 MiB with pyiceberg loaded) into its ru_maxrss across exec, so wait4's figure would be
+    Python's, not the registrar's. GNU time is forked from a small process, and reports its
+    child's own peak (ru_maxrss, what VmHWM is at exit) and CPU times. /proc figures are read
+    from the registrar itself (time's child)."""
 
     def __init__(self, binary: str, config: str, table: str, log_path: Path, extra: list[str]):
         self.table = table
-        self.argv = [binary, "--config", config, "--metrics-addr", "127.0.0.1:0", *extra]
+        self.time_file = Path(str(log_path) + ".time")
+        self.argv = ["/usr/bin/time", "-f", "%M %U %S", "-o", str(self.time_file),
+                     binary, "--config", config, "--metrics-addr", "127.0.0.1:0", *extra]
         self.log_file = open(log_path, "ab")
         self.started = time.time()
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log_file)
+        self.time_pid = self.proc.pid
         self.url = None
-        self.rusage = None
+        self.peak_rss_kb = None
+        self.cpu_s = None
         self.returncode = None
         found = threading.Event()
 
@@ -72,12 +82,15 @@ class Registrar:
                     found.set()
 
         threading.Thread(target=read_stdout, daemon=True).start()
-        self.pid = self.proc.pid
         deadline = time.time() + 60
         while not found.wait(0.05):
             if not self.alive() or time.time() > deadline:
                 raise SystemExit(f"the registrar did not print its metrics address "
                                  f"(exit {self.returncode}); see {log_path}")
+        children = Path(f"/proc/{self.time_pid}/task/{self.time_pid}/children").read_text()
+        if not children.split():
+            raise SystemExit("cannot find the registrar under /usr/bin/time")
+        self.pid = int(children.split()[0])
 
     def metrics(self) -> dict[str, float]:
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as resp:
@@ -102,33 +115,40 @@ class Registrar:
 
         return {"cpu_s": cpu, "rss_kb": kib("VmRSS"), "hwm_kb": kib("VmHWM")}
 
-    def _reaped(self, pid: int, status: int, rusage) -> None:
-        self.rusage = rusage
+    def _reaped(self, status: int) -> None:
         self.returncode = os.waitstatus_to_exitcode(status)
-        # Popen must not wait again (the child is gone): os.wait4 keeps the exact rusage
-        # (ru_maxrss is the peak RSS, what GNU time reports), which Popen.wait() throws away.
-        self.proc.returncode = self.returncode
+        self.proc.returncode = self.returncode  # reaped here: Popen must not wait again
         self.log_file.close()
+        try:
+            fields = self.time_file.read_text().split()
+            # "Command exited with non-zero status N" may precede the figures.
+            self.peak_rss_kb, user, system = int(fields[-3]), float(fields[-2]), float(fields[-1])
+            self.cpu_s = user + system
+        except (OSError, ValueError, IndexError):
+            pass
 
     def alive(self) -> bool:
-        """Whether the child still runs; reaps it (keeping its rusage) once it exited."""
-        if self.rusage is not None:
+        """Whether it still runs; reaps GNU time once it exited."""
+        if self.returncode is not None:
             return False
-        pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        pid, status = os.waitpid(self.time_pid, os.WNOHANG)
         if pid == 0:
             return True
-        self._reaped(pid, status, rusage)
+        self._reaped(status)
         return False
 
     def wait(self, stop: bool = False) -> int:
-        """Waits for the exit (SIGTERM first if `stop`); returns the exit code."""
-        if self.rusage is None:
+        """Waits for the exit (SIGTERM to the registrar first if `stop`: GNU time would die of
+        it and leave the registrar running); returns the exit code."""
+        if self.returncode is None:
             if stop:
                 os.kill(self.pid, signal.SIGTERM)
-            self._reaped(*os.wait4(self.pid, 0))
+            self._reaped(os.waitpid(self.time_pid, 0)[1])
+        if self.peak_rss_kb is None:
+            raise SystemExit(f"no figures from /usr/bin/time in {self.time_file}")
         return self.returncode
 
-    def wait_for(self, key: str, target: float, timeout: float, poll: float = 0.05) -> dict:
+    def wait_for(self, key: str, target: float, timeout: float, poll: float = 0.1) -> dict:
         """Polls /metrics until series `key` reaches `target`; returns those metrics."""
         deadline = time.time() + timeout
         while True:

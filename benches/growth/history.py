@@ -55,7 +55,7 @@ def set_properties(cat, ident: str, merge: bool) -> dict:
     }
     table = cat.load_table(ident)
     with table.transaction() as tx:
-        tx.set_properties(**props)
+        tx.set_properties(props)
     return props
 
 
@@ -202,8 +202,8 @@ def run_registrar(args, cat, template, segments, out) -> None:
         "checkpoints": checkpoints,
         "wall_s": time.time() - started,
         "segments": shipped,
-        "max_rss_kb": reg.rusage.ru_maxrss,
-        "cpu_s": reg.rusage.ru_utime + reg.rusage.ru_stime,
+        "max_rss_kb": reg.peak_rss_kb,
+        "cpu_s": reg.cpu_s,
     }
     final = cat.load_table(args.table).current_snapshot()
     files = int(final.summary["total-data-files"])
