@@ -7,9 +7,12 @@
 #                      [--checkpoints "10 100 1000 10000 50000"] [--window W]
 #                      [--peer-commits P] [--peer-dup-check on|off] [--rows R] [--keep]
 #
-# --commits N       commits made on the table (default 1,000: ~3 min; 10,000 and 50,000 are
-#                   opt-in: each commit rewrites metadata.json, so the run grows quadratically,
-#                   and 50,000 needs several GiB of disk for manifest lists when nothing expires)
+# --commits N       commits made on the table (default 1,000: ~3 min when built). 10,000 and
+#                   50,000 are opt-in: each commit rewrites metadata.json (~0.75 KiB more per
+#                   snapshot) and, without manifest merging, a manifest list one entry longer
+#                   (~125 B), so time and disk grow quadratically: 10,000 takes tens of minutes
+#                   and ~6 GiB; 50,000 without merging or expiry takes hours and ~150 GiB of
+#                   manifest lists (the bench warns when the disk looks too small)
 # --merge on|off    table property commit.manifest-merge.enabled (default off), set with pyiceberg
 #                   on the registrar's table and the peer's before the run
 # --retention       writes `snapshot_retention: {max_age: D, min_snapshots: N}` into the iceberg
@@ -81,6 +84,13 @@ if [[ "$retention" != none ]]; then
     [[ "$max_age" =~ ^[0-9]+(ms|s|m|h|d)$ ]] || die "--retention: max_age must be a duration like 10m, not '$max_age'"
     [[ "$min_snapshots" =~ ^[0-9]+$ ]] || die "--retention: min_snapshots must be a whole number, not '$min_snapshots'"
     extra="      snapshot_retention: { max_age: $max_age, min_snapshots: $min_snapshots }"
+fi
+
+# Without merging or expiry commit n writes a manifest list of n entries (~125 B each).
+need_gib="$(awk -v n="$commits" 'BEGIN { printf "%.1f", 125 * n * n / 2 / 1073741824 }')"
+free_gib="$(df -Pk "${TMPDIR:-/tmp}" | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }')"
+if awk -v a="$need_gib" -v b="$free_gib" 'BEGIN { exit !(a > 0.8 * b) }'; then
+    warn "$commits commits may write ~$need_gib GiB of manifest lists (no merging, no expiry) and ${TMPDIR:-/tmp} has $free_gib GiB free"
 fi
 
 bench_start history
