@@ -1563,6 +1563,7 @@ mod tests {
     }
 
     const MS: std::time::Duration = std::time::Duration::from_millis(1);
+    const ZERO: std::time::Duration = std::time::Duration::ZERO;
 
     fn prefix(segments: usize, bytes: u64, full: bool, next_in_flight: bool) -> Prefix {
         Prefix {
@@ -1580,7 +1581,7 @@ mod tests {
 
     #[test]
     fn a_full_batch_commits_at_once_and_a_partial_one_waits_for_the_footer_in_flight() {
-        let d = |p: &Prefix| batch_decision(p, &LIMITS, Some(MS), MS * 0, None, MS * 0);
+        let d = |p: &Prefix| batch_decision(p, &LIMITS, Some(MS), ZERO, None, ZERO);
         assert_eq!(d(&prefix(0, 0, false, true)), BatchDecision::Wait);
         assert_eq!(d(&prefix(10, 10, false, true)), BatchDecision::Commit);
         assert_eq!(
@@ -1602,7 +1603,7 @@ mod tests {
                 Some(waited),
                 MS * 100,
                 None,
-                MS * 0,
+                ZERO,
             )
         };
         assert_eq!(d(MS * 30), BatchDecision::WaitFor(Timer::Linger, MS * 70));
@@ -1614,14 +1615,14 @@ mod tests {
             Some(MS),
             MS * 100,
             None,
-            MS * 0,
+            ZERO,
         );
         assert_eq!(full, BatchDecision::Commit);
     }
 
     #[test]
     fn min_interval_paces_every_commit_full_or_not() {
-        let d = |p: &Prefix, since| batch_decision(p, &LIMITS, Some(MS), MS * 0, since, MS * 500);
+        let d = |p: &Prefix, since| batch_decision(p, &LIMITS, Some(MS), ZERO, since, MS * 500);
         assert_eq!(
             d(&prefix(10, 10, true, false), Some(MS * 200)),
             BatchDecision::WaitFor(Timer::Pace, MS * 300)
