@@ -52,7 +52,7 @@ pub const SEGMENT_COUNT: &str = "thadam.segments";
 const ID_CHARS: usize = 16;
 
 /// A segment's identity in snapshot summaries: the first 96 bits of SHA-256 of its object key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SegmentId([u8; 12]);
 
 impl SegmentId {
@@ -115,6 +115,59 @@ pub fn encode_ids<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
         .map(|k| SegmentId::of(k).encode())
         .collect()
 }
+/// A set of [`SegmentId`]s at 12 bytes each: a sorted vector searched by bisection, plus the
+/// latest insertions in a small hash set folded in when it grows. The committed set holds one id
+/// per segment the table's snapshots list (a million for a table of a million segments without
+/// snapshot retention); a `HashSet` would cost twice that (load factor, growth by doubling).
+#[derive(Debug, Default, Clone)]
+struct IdSet {
+    sorted: Vec<SegmentId>,
+    recent: HashSet<SegmentId>,
+}
+
+/// How many insertions wait in [`IdSet::recent`] before they are merged into the sorted vector
+/// (a merge costs one pass over it).
+const RECENT_IDS: usize = 8192;
+
+impl IdSet {
+    fn from_ids(ids: impl IntoIterator<Item = SegmentId>) -> IdSet {
+        let mut sorted: Vec<SegmentId> = ids.into_iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        sorted.shrink_to_fit();
+        IdSet {
+            sorted,
+            recent: HashSet::new(),
+        }
+    }
+
+    fn contains(&self, id: &SegmentId) -> bool {
+        self.recent.contains(id) || self.sorted.binary_search(id).is_ok()
+    }
+
+    fn insert(&mut self, id: SegmentId) {
+        if self.sorted.binary_search(&id).is_ok() {
+            return;
+        }
+        self.recent.insert(id);
+        if self.recent.len() >= RECENT_IDS {
+            self.sorted.extend(self.recent.drain());
+            self.sorted.sort_unstable();
+        }
+    }
+
+    fn remove_all(&mut self, ids: &[SegmentId]) {
+        let gone: HashSet<&SegmentId> = ids.iter().collect();
+        self.recent.retain(|id| !gone.contains(id));
+        self.sorted.retain(|id| !gone.contains(id));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.sorted.len() + self.recent.len()
+    }
+}
+
 /// Snapshot summary key: the highest segment-catalog sequence number in this snapshot.
 pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
 /// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
@@ -185,7 +238,7 @@ pub enum Decision {
 
 #[derive(Debug, Default, Clone)]
 pub struct CommittedSet {
-    ids: HashSet<SegmentId>,
+    ids: IdSet,
     /// Catalog id -> its watermarks (the base one and forks).
     marks: HashMap<String, Vec<Mark>>,
     /// Verdicts by (property key, value), kept across rebuilds: a value is checked once.
@@ -206,12 +259,14 @@ impl CommittedSet {
     /// Rebuilds the ids and watermarks from `metadata` (a newer version of the same table, or
     /// another table altogether), keeping the verdicts already reached for unchanged values.
     pub fn refresh(&mut self, metadata: &TableMetadata) {
-        self.ids.clear();
-        for snapshot in metadata.snapshots() {
-            if let Some(list) = snapshot.summary().additional_properties.get(SEGMENT_IDS) {
-                self.ids.extend(decode_ids(list));
-            }
-        }
+        self.ids = IdSet::from_ids(metadata.snapshots().flat_map(|snapshot| {
+            snapshot
+                .summary()
+                .additional_properties
+                .get(SEGMENT_IDS)
+                .map(|list| decode_ids(list))
+                .unwrap_or_default()
+        }));
         self.refresh_marks(metadata.properties());
     }
 
@@ -399,9 +454,7 @@ impl CommittedSet {
     /// while the watermark it was written under covers it, and that watermark answers for its
     /// segments from then on (exactly what a rebuild from the metadata would see).
     pub fn forget(&mut self, ids: &[SegmentId]) {
-        for id in ids {
-            self.ids.remove(id);
-        }
+        self.ids.remove_all(ids);
     }
 
     /// Whether any watermark of any catalog is diverged (for status and tests).
@@ -450,6 +503,29 @@ pub async fn live_file_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_id_set_finds_what_it_holds_across_merges_and_removals() {
+        let id = |n: u32| SegmentId::of(&format!("key-{n}"));
+        let mut set = IdSet::from_ids((0..100).map(id).chain((0..50).map(id)));
+        assert_eq!(set.len(), 100, "duplicates counted once");
+        assert!(set.contains(&id(7)) && !set.contains(&id(100)));
+        for n in 100..(100 + RECENT_IDS as u32 + 10) {
+            set.insert(id(n));
+        }
+        set.insert(id(3));
+        assert_eq!(
+            set.len(),
+            100 + RECENT_IDS + 10,
+            "a merge keeps every id once"
+        );
+        assert!((0..100 + RECENT_IDS as u32 + 10).all(|n| set.contains(&id(n))));
+        set.remove_all(&[id(3), id(150), id(100 + RECENT_IDS as u32 + 5)]);
+        assert!(!set.contains(&id(3)) && !set.contains(&id(150)));
+        assert!(!set.contains(&id(100 + RECENT_IDS as u32 + 5)));
+        assert!(set.contains(&id(4)) && set.contains(&id(151)));
+        assert_eq!(set.len(), 100 + RECENT_IDS + 7);
+    }
 
     #[test]
     fn ids_are_fixed_width_and_round_trip() {
@@ -606,7 +682,7 @@ mod tests {
         set.record(batch.iter(), Some(&written));
         set.refresh_marks(&HashMap::from([(key, written.1.clone())]));
         set.forget(&[SegmentId::of("a"), SegmentId::of("b")]);
-        assert!(set.ids.is_empty(), "the set shrinks with the table");
+        assert_eq!(set.ids.len(), 0, "the set shrinks with the table");
         assert_eq!(set.decide(&seg(1, "a")), Decision::Registered);
         assert_eq!(set.decide(&seg(2, "b")), Decision::Registered);
         assert_eq!(set.decide(&seg(3, "c")), Decision::Missing);
