@@ -13,7 +13,7 @@
 #                   (~125 B), so time and disk grow quadratically: 10,000 takes tens of minutes
 #                   and ~6 GiB; 50,000 without merging or expiry takes hours and ~150 GiB of
 #                   manifest lists (the bench warns when the disk looks too small)
-# --merge on|off    table property commit.manifest-merge.enabled (default off), set with pyiceberg
+# --merge on|off    table property commit.manifest-merge.enabled (default on, as the registrar), set with pyiceberg
 #                   on the registrar's table and the peer's before the run
 # --retention       writes `snapshot_retention: {max_age: D, min_snapshots: N}` into the iceberg
 #                   sink's config (default none). A registrar without that key refuses the config
@@ -38,7 +38,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 commits=1000
-merge=off
+merge=on
 retention=none
 checkpoints="10 100 1000 10000 50000"
 window=100
