@@ -19,6 +19,13 @@ pub const DEFAULT_MERGE_ENABLED: bool = true;
 pub const DEFAULT_MIN_COUNT_TO_MERGE: usize = 100;
 pub const DEFAULT_TARGET_SIZE_BYTES: u64 = 8 * 1024 * 1024;
 
+/// The most entries one merged manifest takes. The library writes a manifest from entries held in
+/// memory, and a decoded entry with column metrics costs ~3 KB: a merge of Java's 8 MiB target
+/// (~25,000 entries) would hold ~80 MB. At 4,096 entries a merge holds ~12 MB, and a table of a
+/// million files still lists ~250 merged manifests. Bins close at whichever of this and
+/// `commit.manifest.target-size-bytes` comes first.
+pub const MAX_MERGED_ENTRIES: u64 = 4096;
+
 /// What the table's properties ask of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergePolicy {
@@ -96,6 +103,8 @@ pub struct Candidate {
     pub spec_id: i32,
     /// The manifest file's length in bytes (the bin-packing weight).
     pub length: u64,
+    /// Its live entries (added and existing files), bounded per merge by [`MAX_MERGED_ENTRIES`].
+    pub entries: u64,
     /// False when this client cannot rewrite the manifest (e.g. its spec no longer binds to the
     /// current schema): it is carried as it is.
     pub mergeable: bool,
@@ -156,7 +165,8 @@ fn plan_run(
     out: &mut Vec<Planned>,
 ) {
     let weights: Vec<u64> = run.iter().map(|&i| candidates[i].length).collect();
-    for bin in pack_end(&weights, policy.target_size) {
+    let entries: Vec<u64> = run.iter().map(|&i| candidates[i].entries).collect();
+    for bin in pack_end_capped(&weights, &entries, policy.target_size, MAX_MERGED_ENTRIES) {
         let members: Vec<usize> = bin.iter().map(|&j| run[j]).collect();
         if members.len() == 1 || (members.contains(&0) && members.len() < policy.min_count) {
             out.extend(members.into_iter().map(Planned::Keep));
@@ -171,20 +181,38 @@ fn plan_run(
 /// list of bins reversed back. Returns bins of indexes into `weights`, in list order. An item
 /// heavier than `target` gets a bin of its own.
 pub fn pack_end(weights: &[u64], target: u64) -> Vec<Vec<usize>> {
+    pack_end_capped(weights, &vec![0; weights.len()], target, u64::MAX)
+}
+
+/// [`pack_end`] where a bin also holds at most `max_entries` entries (`entries[i]` per item; an
+/// item with more gets a bin of its own).
+pub fn pack_end_capped(
+    weights: &[u64],
+    entries: &[u64],
+    target: u64,
+    max_entries: u64,
+) -> Vec<Vec<usize>> {
     let mut bins: Vec<Vec<usize>> = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     let mut open_weight: u64 = 0;
+    let mut open_entries: u64 = 0;
     for i in (0..weights.len()).rev() {
         let w = weights[i];
-        if !open.is_empty() && open_weight.saturating_add(w) <= target {
+        let e = entries.get(i).copied().unwrap_or(0);
+        if !open.is_empty()
+            && open_weight.saturating_add(w) <= target
+            && open_entries.saturating_add(e) <= max_entries
+        {
             open.push(i);
             open_weight = open_weight.saturating_add(w);
+            open_entries = open_entries.saturating_add(e);
         } else {
             if !open.is_empty() {
                 bins.push(std::mem::take(&mut open));
             }
             open.push(i);
             open_weight = w;
+            open_entries = e;
         }
     }
     if !open.is_empty() {
@@ -205,6 +233,7 @@ mod tests {
         Candidate {
             spec_id,
             length,
+            entries: 1,
             mergeable: true,
         }
     }
@@ -278,6 +307,30 @@ mod tests {
         assert_eq!(bins, vec![vec![0, 1, 2], vec![3, 4]]);
         let bins = pack_end(&[1, 5, 5, 5], 10);
         assert_eq!(bins, vec![vec![0, 1], vec![2, 3]]);
+    }
+
+    #[test]
+    fn a_bin_closes_at_the_entry_cap_before_the_target_size() {
+        // Five small manifests of 3 entries each, cap 6: bins of two from the end.
+        let bins = pack_end_capped(&[1; 5], &[3; 5], 100, 6);
+        assert_eq!(bins, vec![vec![0], vec![1, 2], vec![3, 4]]);
+        // An item over the cap stands alone.
+        let bins = pack_end_capped(&[1, 1, 1], &[1, 10, 1], 100, 6);
+        assert_eq!(bins, vec![vec![0], vec![1], vec![2]]);
+        // A merged manifest at the cap is never merged again: it stays alone in its bin.
+        let p = policy(2, 1 << 30);
+        let mut cs = vec![c(0, 10), c(0, 10), c(0, 10)];
+        cs[2].entries = MAX_MERGED_ENTRIES;
+        assert_eq!(
+            plan(&p, &cs),
+            vec![
+                Planned::Merge {
+                    spec_id: 0,
+                    members: vec![0, 1]
+                },
+                Planned::Keep(2)
+            ]
+        );
     }
 
     #[test]

@@ -145,6 +145,8 @@ impl PreparedAppend<'_> {
                 .map(|m| Candidate {
                     spec_id: m.partition_spec_id,
                     length: u64::try_from(m.manifest_length).unwrap_or(0),
+                    entries: u64::from(m.added_files_count.unwrap_or(0))
+                        + u64::from(m.existing_files_count.unwrap_or(0)),
                     mergeable: can_rewrite(metadata, m),
                 })
                 .collect::<Vec<_>>(),
