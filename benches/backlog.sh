@@ -3,7 +3,8 @@
 # already in the segment catalog, registered by the release registrar with --until-caught-up and
 # its default tuning, against the real servers on 127.0.0.1.
 #
-#   benches/backlog.sh [--segments "10000 100000 1000000"] [--rows R] [--keep]
+#   benches/backlog.sh [--segments "10000 100000 1000000"] [--rows R]
+#                      [--retention max_age=D,min_snapshots=N] [--keep]
 #
 # --segments: the backlog sizes, space- or comma-separated (default "10000"; 1M takes ~15 min
 # and ~2 GiB of disk for the catalog records and table metadata). Each size gets its own table
@@ -28,12 +29,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 sizes="10000"
 rows=100
+retention=none
 keep=0
 command_line="benches/backlog.sh${*:+ $*}"
 while (($#)); do
     case "$1" in
         --segments) sizes="${2//,/ }"; shift 2 ;;
         --rows) rows="$2"; shift 2 ;;
+        --retention) retention="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/backlog.sh)" ;;
     esac
@@ -42,11 +45,30 @@ for n in $sizes "$rows"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "not a positive whole number: $n"
 done
 
+# --retention max_age=1m,min_snapshots=100: the iceberg sink's snapshot_retention (off by
+# default). Without it the table's metadata, and what the registrar rebuilds from it, grows with
+# every registered segment (16 bytes of snapshot summary each).
+extra=""
+if [[ "$retention" != none ]]; then
+    IFS=',' read -r -a parts <<<"$retention"
+    max_age="" min_snapshots=""
+    for part in "${parts[@]}"; do
+        case "$part" in
+            max_age=*) max_age="${part#max_age=}" ;;
+            min_snapshots=*) min_snapshots="${part#min_snapshots=}" ;;
+            *) die "--retention: unknown part '$part' (want max_age=D,min_snapshots=N or none)" ;;
+        esac
+    done
+    [[ "$max_age" =~ ^[0-9]+(s|m|h|d)$ ]] || die "--retention: max_age must be a duration like 1m, not '$max_age'"
+    [[ "$min_snapshots" =~ ^[0-9]+$ ]] || die "--retention: min_snapshots must be a whole number, not '$min_snapshots'"
+    extra="      snapshot_retention: { max_age: $max_age, min_snapshots: $min_snapshots }"
+fi
+
 bench_start backlog
 results=()
 for n in $sizes; do
     name="backlog$n"
-    bench_config "$name" "$name"
+    bench_config "$name" "$name" "$extra"
     log "backlog $n: warm-up (creates bench.$name from one shipped segment)"
     bench_warm_up "$name" "$rows"
     "$PY" "$GROWTH/backlog.py" run --config "$STATE/$name.yaml" --registrar "$BIN/registrar" \
@@ -61,6 +83,6 @@ done
 echo "## Backlog: peak RSS and throughput"
 echo
 bench_machine_info
-echo "| tuning | default (commit.max_segments 500, no linger, default footer_readers) |"
+echo "| tuning | default (commit.max_segments 500, no linger, default footer_readers, memory.segments 4096); snapshot_retention: $retention |"
 echo
 "$PY" "$GROWTH/backlog.py" report --results "${results[@]}"
