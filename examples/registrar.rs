@@ -90,6 +90,20 @@ enum QuarantineCommand {
     Discard,
 }
 
+/// glibc gives every thread that allocates its own malloc arena (up to 8 per core), and memory
+/// freed in one arena is not reused by another: on an edge machine that fragmentation was ~10% of
+/// the registrar's RSS under a backlog (74 -> 67 MiB at 100,000 segments with 2 arenas). Two
+/// arenas unless the operator set `MALLOC_ARENA_MAX` (glibc reads that itself).
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only changes allocator settings; called before any thread starts.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Library errors capture a backtrace when RUST_BACKTRACE is set: opendal's retry layer (S3
     // writes of iceberg's FileIO) logs each retried error with `{:?}`, which prints it, so a 20 s
@@ -100,6 +114,7 @@ fn main() -> ExitCode {
         // SAFETY: single-threaded at this point; nothing reads the environment concurrently.
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
+    limit_malloc_arenas();
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
