@@ -83,6 +83,6 @@ done
 echo "## Backlog: peak RSS and throughput"
 echo
 bench_machine_info
-echo "| tuning | default (commit.max_segments 500, no linger, default footer_readers, memory.segments 4096); snapshot_retention: $retention |"
+echo "| tuning | default (commit.max_segments 500, no linger, default footer_readers, memory.segments 2048); snapshot_retention: $retention |"
 echo
 "$PY" "$GROWTH/backlog.py" report --results "${results[@]}"

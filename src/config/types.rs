@@ -234,7 +234,7 @@ impl Default for CommitPolicy {
 /// never waits on its own later footers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryBudget {
-    /// The most uploaded segments taken from the feed and not yet done with. Default 4,096
+    /// The most uploaded segments taken from the feed and not yet done with. Default 2,048
     /// (about 1 KB each); at least twice `commit.max_segments` lets one batch be read while the
     /// previous one commits.
     pub segments: usize,
@@ -245,7 +245,7 @@ pub struct MemoryBudget {
 impl Default for MemoryBudget {
     fn default() -> Self {
         MemoryBudget {
-            segments: 4096,
+            segments: 2048,
             footer_bytes: 32 << 20,
         }
     }

@@ -21,10 +21,10 @@ pub const DEFAULT_TARGET_SIZE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The most entries one merged manifest takes. The library writes a manifest from entries held in
 /// memory, and a decoded entry with column metrics costs ~3 KB: a merge of Java's 8 MiB target
-/// (~25,000 entries) would hold ~80 MB. At 4,096 entries a merge holds ~12 MB, and a table of a
-/// million files still lists ~250 merged manifests. Bins close at whichever of this and
+/// (~25,000 entries) would hold ~80 MB. At 2,048 entries a merge holds ~6 MB, and a table of a
+/// million files lists ~500 merged manifests. Bins close at whichever of this and
 /// `commit.manifest.target-size-bytes` comes first.
-pub const MAX_MERGED_ENTRIES: u64 = 4096;
+pub const MAX_MERGED_ENTRIES: u64 = 2048;
 
 /// What the table's properties ask of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
