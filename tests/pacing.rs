@@ -56,10 +56,13 @@ async fn min_interval_spaces_a_trickles_commits_and_batches_what_arrives_meanwhi
         "segments arriving within an interval share a snapshot: {paced:?}"
     );
     for pair in paced.windows(2) {
-        // Snapshot timestamps are taken when a commit is built, after its pacing wait.
+        // Pacing spaces the starts of commits; a snapshot's timestamp is taken while its commit
+        // is built (after the schema check and the manifest writes), so two timestamps are
+        // min_interval apart give or take the difference of two build times, which a loaded
+        // machine stretches. Unpaced, this trickle's commits are ~150 ms apart.
         assert!(
-            pair[1].0 - pair[0].0 >= 990,
-            "two commits of one table less than min_interval apart: {paced:?}"
+            pair[1].0 - pair[0].0 >= 600,
+            "two commits of one table much less than min_interval apart: {paced:?}"
         );
     }
 }
@@ -94,8 +97,11 @@ print(json.dumps({"done": done, "conflicts": conflicts, "gave_up": gave_up}))
 async fn another_writer_appending_in_a_loop_gets_through_paced_commits() {
     const APPENDS: u64 = 8;
     const SEGMENTS: u64 = 40;
-    // Unpaced (0s), pyiceberg gave up on 1 of 8 appends in each of 2 runs here.
-    let min_interval = "300ms";
+    // Unpaced (0s), pyiceberg gave up on 1 of 8 appends in each of 2 runs here (with 20
+    // segments it passed unpaced: too short to contend);
+    // 300ms was enough on an idle machine but not under the whole suite's load, where a
+    // pyiceberg append takes longer: 1s leaves it room.
+    let min_interval = "1s";
     let mut h = paced("share", min_interval);
     let mut keys = vec![h.register_one().await];
     // A backlog committed one segment per snapshot: the registrar would commit back to back.
