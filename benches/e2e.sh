@@ -24,8 +24,9 @@
 # Figures go to stdout only; progress to stderr. Takes ~4 min on 2 cores when built.
 set -euo pipefail
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+# The packages, the config writer and the CPU probe are shared with history.sh and backlog.sh.
+# shellcheck source=benches/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$THADAM_REPO_ROOT"
 
 segments=2000
@@ -76,22 +77,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# gcc builds the preload shim, GNU time measures the registrar's peak RSS (wait4's ru_maxrss).
-ensure_packages() {
-    local -a missing=()
-    command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
-    [[ -x /usr/bin/time ]] || missing+=(time)
-    ((${#missing[@]} == 0)) && return 0
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        log "installing missing Debian packages: ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-        die "missing, install them first: ${missing[*]}"
-    fi
-}
 
-ensure_packages
+bench_ensure_packages
 "$THADAM_REPO_ROOT/scripts/install-tools" >&2
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$THADAM_CACHE/target}"
 log "building the release examples"
@@ -116,35 +103,6 @@ else
     die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
 fi
 
-# write_config NAME DATASET: a parquet sink with its own segment catalog, its shipper, and the
-# registrar with default tuning, all in namespace "bench" (tables bench.DATASET).
-write_config() {
-    cat >"$STATE/$1.yaml" <<YAML
-sinks:
-  - id: local
-    kind: parquet
-    config: { dir: $STATE/segments-$1, unsigned: signed, datasets: [$2] }
-  - id: s3
-    kind: object_store
-    config: { from: local, pipeline: bench, url: s3://$THADAM_TEST_BUCKET/lake }
-  - id: iceberg
-    kind: iceberg
-    config:
-      from: local
-      pipeline: bench
-      catalog_uri: $THADAM_TEST_CATALOG_URI
-      url: s3://$THADAM_TEST_BUCKET/lake
-      namespace: bench
-      create_table: true
-      store:
-        endpoint: $THADAM_TEST_S3_ENDPOINT
-        region: $THADAM_TEST_S3_REGION
-        allow_http: true
-        access_key_id: "\${env:THADAM_TEST_S3_ACCESS_KEY}"
-        secret_access_key: "\${env:THADAM_TEST_S3_SECRET_KEY}"
-      retry: { initial: 200ms, max: 5s, jitter: true }
-YAML
-}
 
 # seconds_since START: seconds since START (from now_s), to the millisecond.
 seconds_since() {
@@ -165,20 +123,6 @@ warm_up() {
     last_seq "$out"
 }
 
-# cpu_busy_pct: how busy all CPUs were over the next 2 s (from /proc/stat): other work on the
-# machine distorts every figure, so the report shows it.
-cpu_busy_pct() {
-    local a b
-    a="$(head -n1 /proc/stat)"
-    sleep 2
-    b="$(head -n1 /proc/stat)"
-    awk -v a="$a" -v b="$b" 'BEGIN {
-        n = split(a, x); split(b, y); total = 0
-        for (i = 2; i <= n; i++) total += y[i] - x[i]
-        idle = (y[5] - x[5]) + (y[6] - x[6])
-        printf "%.0f", (total > 0 ? 100 * (total - idle) / total : 0)
-    }'
-}
 
 machine_info() {
     local mem cpu
@@ -191,14 +135,14 @@ machine_info() {
     echo "servers:    Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
     echo "pyiceberg:  $("$PY" -c 'import pyiceberg, pyarrow, sys; print(f"pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, Python {sys.version.split()[0]}")'), PyArrowFileIO"
 }
-busy="$(cpu_busy_pct)"
+busy="$(bench_cpu_busy_pct)"
 if ((busy > 20)); then
     warn "the CPUs are ${busy}% busy before the benchmark starts: other work will distort the figures"
 fi
 machine_info >"$R/env.txt"
 
 # ---- 1. backlog ---------------------------------------------------------------------------------
-write_config backlog backlog
+bench_config backlog backlog
 log "backlog: warm-up (creates bench.backlog from one segment)"
 backlog_after="$(warm_up backlog)"
 log "backlog: shipping $segments segments of $rows rows"
@@ -222,7 +166,7 @@ printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss
 log "backlog: registered in ${reg_s}s, peak RSS ${rss_kb} KiB"
 
 # ---- 2. steady flow -----------------------------------------------------------------------------
-write_config flow flow
+bench_config flow flow
 log "flow: warm-up (creates bench.flow from one segment)"
 flow_after="$(warm_up flow)"
 log "flow: starting the registrar"
