@@ -48,21 +48,7 @@ done
 # --retention max_age=1m,min_snapshots=100: the iceberg sink's snapshot_retention (off by
 # default). Without it the table's metadata, and what the registrar rebuilds from it, grows with
 # every registered segment (16 bytes of snapshot summary each).
-extra=""
-if [[ "$retention" != none ]]; then
-    IFS=',' read -r -a parts <<<"$retention"
-    max_age="" min_snapshots=""
-    for part in "${parts[@]}"; do
-        case "$part" in
-            max_age=*) max_age="${part#max_age=}" ;;
-            min_snapshots=*) min_snapshots="${part#min_snapshots=}" ;;
-            *) die "--retention: unknown part '$part' (want max_age=D,min_snapshots=N or none)" ;;
-        esac
-    done
-    [[ "$max_age" =~ ^[0-9]+(s|m|h|d)$ ]] || die "--retention: max_age must be a duration like 1m, not '$max_age'"
-    [[ "$min_snapshots" =~ ^[0-9]+$ ]] || die "--retention: min_snapshots must be a whole number, not '$min_snapshots'"
-    extra="      snapshot_retention: { max_age: $max_age, min_snapshots: $min_snapshots }"
-fi
+extra="$(bench_retention_yaml "$retention")"
 
 bench_start backlog
 results=()

@@ -129,6 +129,24 @@ ${3:-}
 YAML
 }
 
+# bench_retention_yaml SPEC: `none`, or max_age=D,min_snapshots=N -> the iceberg sink's
+# snapshot_retention line (indented 6 spaces, for bench_config's EXTRA_YAML); dies on a bad SPEC.
+bench_retention_yaml() {
+    local spec="$1" max_age="" min_snapshots="" part parts
+    [[ "$spec" == none ]] && return 0
+    IFS=',' read -r -a parts <<<"$spec"
+    for part in "${parts[@]}"; do
+        case "$part" in
+            max_age=*) max_age="${part#max_age=}" ;;
+            min_snapshots=*) min_snapshots="${part#min_snapshots=}" ;;
+            *) die "--retention: unknown part '$part' (want max_age=D,min_snapshots=N or none)" ;;
+        esac
+    done
+    [[ "$max_age" =~ ^[0-9]+(s|m|h|d)$ ]] || die "--retention: max_age must be a duration like 10m, not '$max_age'"
+    [[ "$min_snapshots" =~ ^[0-9]+$ ]] || die "--retention: min_snapshots must be a whole number, not '$min_snapshots'"
+    echo "      snapshot_retention: { max_age: $max_age, min_snapshots: $min_snapshots }"
+}
+
 # bench_warm_up NAME ROWS: ships one segment through S3 and registers it, so that the table
 # exists before anything is timed; that segment is also the template of the placed copies.
 # Fails clearly on a config the registrar refuses (exit 2, config.invalid), adding

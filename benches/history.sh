@@ -69,22 +69,8 @@ done
 [[ "$merge" == on || "$merge" == off ]] || die "--merge must be on or off, not $merge"
 [[ "$peer_dup_check" == on || "$peer_dup_check" == off ]] || die "--peer-dup-check must be on or off"
 
-# --retention max_age=10m,min_snapshots=100 -> the YAML of the new iceberg-sink key.
-extra=""
-if [[ "$retention" != none ]]; then
-    max_age="" min_snapshots=""
-    IFS=',' read -r -a parts <<<"$retention"
-    for part in "${parts[@]}"; do
-        case "$part" in
-            max_age=*) max_age="${part#max_age=}" ;;
-            min_snapshots=*) min_snapshots="${part#min_snapshots=}" ;;
-            *) die "--retention: unknown part '$part' (want max_age=D,min_snapshots=N or none)" ;;
-        esac
-    done
-    [[ "$max_age" =~ ^[0-9]+(ms|s|m|h|d)$ ]] || die "--retention: max_age must be a duration like 10m, not '$max_age'"
-    [[ "$min_snapshots" =~ ^[0-9]+$ ]] || die "--retention: min_snapshots must be a whole number, not '$min_snapshots'"
-    extra="      snapshot_retention: { max_age: $max_age, min_snapshots: $min_snapshots }"
-fi
+# --retention max_age=10m,min_snapshots=100 -> the YAML of the iceberg-sink key.
+extra="$(bench_retention_yaml "$retention")"
 
 # Without merging or expiry commit n writes a manifest list of n entries (~125 B each).
 need_gib="$(awk -v n="$commits" 'BEGIN { printf "%.1f", 125 * n * n / 2 / 1073741824 }')"
