@@ -18,10 +18,10 @@ use parquet::file::metadata::ParquetMetaDataReader;
 use serde_json::json;
 use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment::UploadedSegment;
-use thadam_iceberg::schema::convert::file_schema;
-use thadam_iceberg::schema::merge::merge;
 use thadam_iceberg::table::CommittedSet;
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, encode_ids};
+use thadam_iceberg::table::schema::convert::file_schema;
+use thadam_iceberg::table::schema::merge::merge;
 
 fn key(i: u64) -> String {
     format!("lake/thadam/v1/edge-capture/telemetry/data/seg-{i:08}.parquet")

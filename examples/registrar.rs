@@ -33,7 +33,7 @@ use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::{check, http, progress};
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogTail};
-use thadam_iceberg::status::{RegistrarStatus, TableStatus};
+use thadam_iceberg::runtime::status::{RegistrarStatus, TableStatus};
 use thadam_iceberg::table::committed::SegmentId;
 use thadam_iceberg::{Error, ErrorCode, RegistrarHandle};
 use tokio::sync::watch;

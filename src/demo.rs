@@ -134,7 +134,7 @@ pub async fn ship_segment(
         file_size: size,
     })?;
     store
-        .put(&crate::store::object_path(key)?, parquet.into())
+        .put(&crate::io::store::object_path(key)?, parquet.into())
         .await
         .map_err(|e| Error::unavailable(format!("uploading {key} failed: {e}")))?;
     log.append_uploaded(dataset, segment_id, key, size, rows)

@@ -9,23 +9,16 @@
 //! parquet sink, or from your own catalog through [`protocol::feed::SegmentFeed`].
 
 pub mod actors;
-pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod demo;
 pub mod error;
-pub mod footer;
-pub mod metrics;
+pub mod io;
 pub mod ops;
 pub mod protocol;
 pub mod registrar;
-pub mod retry;
-pub mod schema;
-pub mod shutdown;
-pub mod status;
-pub mod store;
+pub mod runtime;
 pub mod table;
-pub mod tls;
 
 pub use error::{Error, ErrorCode, Result};
 pub use registrar::{Registrar, RegistrarHandle};

@@ -14,7 +14,7 @@
 //! 3. **Status.** [`RegistrarHandle::status`] is a snapshot: per table, segments registered,
 //!    skipped, waiting (backlog), the last commit's time and lag, the last error; and
 //!    [`RegistrarStatus::readiness`]. Metrics go through the `metrics` facade to whatever
-//!    recorder the host installed (see [`crate::metrics`]).
+//!    recorder the host installed (see [`crate::runtime::metrics`]).
 //! 4. **Stop and wait.** [`RegistrarHandle::stop`] stops taking segments and abandons or
 //!    finishes the commit in flight (either is safe); [`RegistrarHandle::wait`] returns `Ok` after
 //!    a requested stop and `Err` with the fatal error that stopped the service otherwise.
@@ -40,19 +40,19 @@ use tokio::task::JoinHandle;
 use crate::actors::context::{RegistrarContext, Tuning};
 use crate::actors::supervisor::{Outcome, Supervisor, SupervisorArgs};
 use crate::actors::token_refresher;
-use crate::auth::refreshed::RefreshedToken;
-use crate::auth::{NoAuth, SharedTokenSource, StaticToken};
 use crate::catalog::RestClient;
+use crate::catalog::auth::refreshed::RefreshedToken;
+use crate::catalog::auth::{NoAuth, SharedTokenSource, StaticToken};
 use crate::catalog::rest::RestClientSettings;
+use crate::catalog::tls::{TlsSettings, catalog_http_client};
 use crate::config::{CatalogAuth, RegistrarConfig};
 use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::SupervisorMsg;
 use crate::protocol::segment_log::SegmentLogTail;
-use crate::retry::{Op, retry_transient};
-use crate::shutdown::{self, ShutdownTrigger};
-use crate::status::{RegistrarStatus, StatusBoard};
-use crate::tls::{TlsSettings, catalog_http_client};
+use crate::runtime::retry::{Op, retry_transient};
+use crate::runtime::shutdown::{self, ShutdownTrigger};
+use crate::runtime::status::{RegistrarStatus, StatusBoard};
 
 /// The quarantine file, opened when the policy is `quarantine` or when a file is there already:
 /// entries left open under `quarantine` must be decided by files under `stop` too.
@@ -95,7 +95,7 @@ impl Registrar {
         tuning: Tuning,
     ) -> Result<RegistrarHandle> {
         let (trigger, shutdown) = shutdown::channel();
-        let store = crate::store::object_store(&config.store, &config.url.bucket)?;
+        let store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
         // One HTTP client and one token source for the registrar's whole life: with
         // catalog_credential, that is one token refresher, started before the first connect.
         let http = catalog_http(&config)?;
@@ -193,7 +193,7 @@ impl CatalogTokens {
     async fn start(
         config: &RegistrarConfig,
         http: &reqwest::Client,
-        shutdown: Option<crate::shutdown::Shutdown>,
+        shutdown: Option<crate::runtime::shutdown::Shutdown>,
     ) -> Result<CatalogTokens> {
         Ok(match &config.catalog_auth {
             // A signed request carries no bearer token: the signer in the REST client is all.
@@ -231,7 +231,7 @@ async fn connect_with(
         catalog_uri: config.catalog_uri.clone(),
         http,
         tokens,
-        storage_props: crate::store::file_io_props(&config.store),
+        storage_props: crate::io::store::file_io_props(&config.store),
         retry: config.retry,
         warehouse: config.catalog_warehouse.clone(),
         headers: config.catalog_headers.clone(),

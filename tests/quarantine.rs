@@ -17,7 +17,7 @@ use common::{Harness, Options, assert_exactly_once};
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::demo;
-use thadam_iceberg::status::RegistrarStatus;
+use thadam_iceberg::runtime::status::RegistrarStatus;
 use thadam_iceberg::table::quarantine::QuarantineStore;
 
 fn quarantine_harness(test: &str) -> Harness {

@@ -6,7 +6,7 @@ use std::sync::Once;
 
 use libfuzzer_sys::fuzz_target;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::footer::decode_file;
+use thadam_iceberg::io::footer::decode_file;
 
 static HOOK: Once = Once::new();
 

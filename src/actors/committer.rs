@@ -28,12 +28,12 @@ use crate::catalog::access::{RefusalAction, on_refusal};
 use crate::catalog::adapter::CommitAdapter;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
-use crate::footer::SegmentFooter;
+use crate::io::footer::SegmentFooter;
 use crate::protocol::messages::{
     CommitterMsg, FooterPoolMsg, FooterRequest, SchemaMergerMsg, SegmentPermit,
 };
 use crate::protocol::segment::UploadedSegment;
-use crate::retry::{Op, conflict_backoff, retry_transient};
+use crate::runtime::retry::{Op, conflict_backoff, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::{ReadySegment, data_file, preparation_failure, prepare_append};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
@@ -745,7 +745,7 @@ impl CommitterState {
             // The credentials vended for this object's URI (a key no URI can hold is refused
             // by the read itself).
             let vended = access.as_ref().and_then(|a| {
-                let uri = crate::store::object_uri(bucket, &p.segment.object_key).ok()?;
+                let uri = crate::io::store::object_uri(bucket, &p.segment.object_key).ok()?;
                 a.for_uri(&uri).map(|c| (a.generation(), c))
             });
             let (store, generation) = match vended {
@@ -970,13 +970,13 @@ impl CommitterState {
                     }
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
-                    crate::retry::count_retry(Op::Append, e.retry_cause());
+                    crate::runtime::retry::count_retry(Op::Append, e.retry_cause());
                     tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
                     self.ctx().status.update(&self.name.to_string(), |s| {
                         s.last_error = Some(e.to_string())
                     });
                     // The server's Retry-After, when it sent one, instead of the backoff.
-                    let delay = crate::retry::delay_for(ctx.retry(), attempt, &e);
+                    let delay = crate::runtime::retry::delay_for(ctx.retry(), attempt, &e);
                     if !shutdown.sleep(delay).await {
                         return Err(Error::cancelled());
                     }
@@ -1118,8 +1118,8 @@ impl CommitterState {
         if let Some(attempt) = missing_reread(self.policy(), e.code(), pending.missing_reads) {
             // Under quarantine a missing object is read again a few times first: an upload the
             // catalog recorded a moment early, or a store that lists late, is not a bad file.
-            let delay = crate::retry::delay_for(&self.ctx().config.retry, attempt, &e);
-            crate::retry::count_retry(Op::Footer, "object_missing");
+            let delay = crate::runtime::retry::delay_for(&self.ctx().config.retry, attempt, &e);
+            crate::runtime::retry::count_retry(Op::Footer, "object_missing");
             tracing::info!(
                 table = %self.name, seq, ?delay,
                 "{}; reading it again before quarantining it", e.message()
@@ -1228,7 +1228,7 @@ impl CommitterState {
         )
     }
 
-    async fn reload(&mut self, shutdown: &mut crate::shutdown::Shutdown) -> Result<()> {
+    async fn reload(&mut self, shutdown: &mut crate::runtime::shutdown::Shutdown) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let what = format!("reloading table {}", self.name);
         let table = retry_transient(Op::Load, ctx.retry(), shutdown, &what, || {

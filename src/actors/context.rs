@@ -10,8 +10,8 @@ use object_store::ObjectStore;
 
 use crate::catalog::{RestClient, TableName};
 use crate::config::{RegistrarConfig, RetryPolicy};
-use crate::shutdown::Shutdown;
-use crate::status::StatusBoard;
+use crate::runtime::shutdown::Shutdown;
+use crate::runtime::status::StatusBoard;
 use crate::table::append::ReadySegment;
 
 /// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The

@@ -8,9 +8,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
-use crate::footer::read_footer;
+use crate::io::footer::read_footer;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterReaderMsg, FooterRequest};
-use crate::retry::{Op, retry_transient};
+use crate::runtime::retry::{Op, retry_transient};
 
 pub struct FooterPool;
 
@@ -136,7 +136,7 @@ impl Actor for FooterReader {
 fn reply(
     to: &ActorRef<CommitterMsg>,
     seq: u64,
-    result: crate::error::Result<Arc<crate::footer::SegmentFooter>>,
+    result: crate::error::Result<Arc<crate::io::footer::SegmentFooter>>,
 ) {
     // A committer that is gone has stopped with the service; its segment stays in the catalog.
     let _ = to.cast(CommitterMsg::FooterRead { seq, result });

@@ -18,11 +18,11 @@ use crate::actors::context::SharedContext;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::SchemaMergerMsg;
-use crate::retry::{Op, retry_transient};
-use crate::schema::convert::file_schema;
-use crate::schema::merge::{FieldHistory, MergeOutcome, merge_table};
+use crate::runtime::retry::{Op, retry_transient};
 use crate::table::create::create_table;
 use crate::table::partition;
+use crate::table::schema::convert::file_schema;
+use crate::table::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 
 pub struct SchemaMerger;
 
@@ -160,10 +160,10 @@ async fn reconcile(
                 tracing::info!(table = %name, "schema commit conflicted ({why}); reloading");
             }
             Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => {
-                crate::retry::count_retry(Op::SchemaCommit, e.retry_cause());
+                crate::runtime::retry::count_retry(Op::SchemaCommit, e.retry_cause());
                 tracing::warn!(table = %name, "schema commit outcome unknown or failed ({e}); reloading");
                 if !shutdown
-                    .sleep(crate::retry::delay_for(ctx.retry(), 0, &e))
+                    .sleep(crate::runtime::retry::delay_for(ctx.retry(), 0, &e))
                     .await
                 {
                     return Err(shutting_down());
@@ -201,7 +201,7 @@ fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, table: &T
         return;
     }
     let wanted: Vec<String> = terms.iter().map(ToString::to_string).collect();
-    crate::table::metrics::warn_once(format!(
+    crate::table::column_stats::warn_once(format!(
         "table {name} exists with partition spec {} (spec id {}); partition_by [{}] of sink {} \
          applies only to tables the registrar creates, so files are registered under the \
          table's spec",

@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SupervisorMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::shutdown::ShutdownTrigger;
+use crate::runtime::shutdown::ShutdownTrigger;
 
 /// Where the supervisor leaves the reason the service stopped (None: a requested stop).
 pub type Outcome = Arc<Mutex<Option<Error>>>;

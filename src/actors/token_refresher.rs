@@ -2,7 +2,7 @@
 //!
 //! It exchanges the client credentials at the token endpoint as soon as it starts, publishes the
 //! token on a `watch` channel (every catalog request reads it from there, through
-//! [`crate::auth::refreshed::RefreshedToken`]), and exchanges again at 80% of the token's
+//! [`crate::catalog::auth::refreshed::RefreshedToken`]), and exchanges again at 80% of the token's
 //! `expires_in`, so a healthy service never sends an expired token. When the catalog still answers
 //! 401, the request asks for a renewal ([`TokenRefresherMsg::Renew`]); renewals carry the
 //! rejected token's generation, so a burst of 401s on one token causes one exchange and the rest
@@ -20,12 +20,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::actors::HandlerResult;
-use crate::auth::BearerToken;
-use crate::auth::oauth2::TokenEndpoint;
+use crate::catalog::auth::BearerToken;
+use crate::catalog::auth::oauth2::TokenEndpoint;
 use crate::config::RetryPolicy;
 use crate::error::{Error, Result};
 use crate::protocol::messages::SupervisorMsg;
-use crate::shutdown::Shutdown;
+use crate::runtime::shutdown::Shutdown;
 
 /// Renew at this share of the token's lifetime: late enough to use most of it, early enough that
 /// a request holding the old token finishes before it expires.
@@ -231,8 +231,11 @@ impl TokenRefresherState {
                 Ok(token)
             }
             Err(e) if e.is_transient() => {
-                crate::retry::count_retry(crate::retry::Op::Token, e.retry_cause());
-                let delay = crate::retry::delay_for(&self.retry, self.failures, &e);
+                crate::runtime::retry::count_retry(
+                    crate::runtime::retry::Op::Token,
+                    e.retry_cause(),
+                );
+                let delay = crate::runtime::retry::delay_for(&self.retry, self.failures, &e);
                 self.failures = self.failures.saturating_add(1);
                 tracing::warn!(
                     attempt = self.failures,
@@ -310,8 +313,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::auth::TokenSource;
-    use crate::auth::refreshed::RefreshedToken;
+    use crate::catalog::auth::TokenSource;
+    use crate::catalog::auth::refreshed::RefreshedToken;
     use crate::config::{OAuth2Credential, Secret};
     use crate::error::ErrorCode;
 
@@ -379,7 +382,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dead_refresher_stops_the_service_with_internal_not_cancelled() {
-        let (_trigger, shutdown) = crate::shutdown::channel();
+        let (_trigger, shutdown) = crate::runtime::shutdown::channel();
         let tokens = refresher(Some(shutdown.clone())).await;
         let (tx, mut fatal) = tokio::sync::mpsc::unbounded_channel();
         let (supervisor, _) = Actor::spawn(None, FakeSupervisor, tx)
@@ -418,7 +421,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refresher_stopped_with_the_registrar_means_cancelled() {
-        let (trigger, shutdown) = crate::shutdown::channel();
+        let (trigger, shutdown) = crate::runtime::shutdown::channel();
         let tokens = refresher(Some(shutdown.clone())).await;
         let (tx, mut fatal) = tokio::sync::mpsc::unbounded_channel();
         let (supervisor, _) = Actor::spawn(None, FakeSupervisor, tx)

@@ -18,7 +18,7 @@ use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::{SegmentPermit, SupervisorMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::shutdown::Shutdown;
+use crate::runtime::shutdown::Shutdown;
 
 pub struct Watcher;
 

@@ -132,7 +132,7 @@ impl VendedCredentials {
 
     /// FileIO properties with these credentials applied over `props` (the server's config and
     /// then the `store` section's settings): the vended keys replace any others (the loader that
-    /// carries them is made by [`crate::store::take_static_keys`]); endpoint, region and
+    /// carries them is made by [`crate::io::store::take_static_keys`]); endpoint, region and
     /// path-style come from the catalog only where `props` has none.
     pub fn apply_to_file_io(&self, props: &mut HashMap<String, String>) {
         props.insert(
@@ -169,7 +169,7 @@ impl VendedCredentials {
         if let Some(s) = self.footer_store.get() {
             return Ok(Arc::clone(s));
         }
-        let built = crate::store::vended_object_store(store, bucket, self)?;
+        let built = crate::io::store::vended_object_store(store, bucket, self)?;
         Ok(Arc::clone(self.footer_store.get_or_init(|| built)))
     }
 }

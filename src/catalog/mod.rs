@@ -10,9 +10,11 @@
 
 pub mod access;
 pub mod adapter;
+pub mod auth;
 pub mod outcome;
 pub mod rest;
 pub mod sigv4;
+pub mod tls;
 
 pub use outcome::{CallKind, StatusOutcome, classify_status};
 pub use rest::{CommitError, RestClient, Staged, TableName, redacted_url};

@@ -19,15 +19,15 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use url::Url;
 
-use crate::auth::{BearerToken, SharedTokenSource};
 use crate::catalog::access::{TableAccess, VendedCredentials};
+use crate::catalog::auth::{BearerToken, SharedTokenSource};
 use crate::catalog::outcome::{
     CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
 };
+use crate::catalog::tls::{TlsFailure, error_chain_text, tls_cause};
 use crate::config::RetryPolicy;
 use crate::error::{Error, ErrorCode, Result};
-use crate::retry::{Op, delay_for, note_retry, warn_if_slow};
-use crate::tls::{TlsFailure, error_chain_text, tls_cause};
+use crate::runtime::retry::{Op, delay_for, note_retry, warn_if_slow};
 
 /// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
 /// transient failure or a lost answer before the caller is told "state unknown" (and reloads to
@@ -324,7 +324,7 @@ impl RestClient {
             .entry("s3.region".to_string())
             .or_insert_with(|| "us-east-1".to_string());
         // Keys travel as a loader that never prints them, not as properties (see take_static_keys).
-        let keys = crate::store::take_static_keys(&mut props);
+        let keys = crate::io::store::take_static_keys(&mut props);
         FileIOBuilder::new(Arc::new(OpenDalStorageFactory::S3 {
             customized_credential_load: keys,
         }))

@@ -361,11 +361,11 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
 
 /// Lists the top level of `url`'s prefix: one request, proving the endpoint, the keys and the
 /// bucket. Classified as the runner classifies S3 failures (by status, see
-/// [`crate::store::status_outcome`]): refused credentials are `auth.failed`, a missing bucket
+/// [`crate::io::store::status_outcome`]): refused credentials are `auth.failed`, a missing bucket
 /// `object_missing`, another refusal `config.invalid`, and only an outage `unavailable`.
 async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
     let root = config.url.uri();
-    let store = crate::store::object_store(&config.store, &config.url.bucket)?;
+    let store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
     let bucket = &config.url.bucket;
     let prefix = object_store::path::Path::parse(config.url.prefix.as_str()).map_err(|e| {
         Error::config_invalid(format!(
@@ -388,7 +388,7 @@ async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
 
 /// The check's verdict on a failed listing of `root`, by type.
 fn bucket_error(e: &object_store::Error, bucket: &str, root: &str) -> Error {
-    use crate::store::{StatusOutcome, s3_refusal, status_outcome};
+    use crate::io::store::{StatusOutcome, s3_refusal, status_outcome};
     let status = match e {
         object_store::Error::NotFound { .. } => Some(404),
         object_store::Error::PermissionDenied { .. } => Some(403),

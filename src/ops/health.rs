@@ -9,7 +9,7 @@ use crate::config::RegistrarConfig;
 use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::registrar::{Registrar, RegistrarHandle};
-use crate::status::StatusBoard;
+use crate::runtime::status::StatusBoard;
 
 #[derive(Debug, Clone)]
 enum SinkHealth {

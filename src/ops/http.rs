@@ -35,8 +35,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::error::{Error, Result};
-use crate::metrics::{Kind, METRICS, describe, histogram_buckets};
 use crate::ops::health::Health;
+use crate::runtime::metrics::{Kind, METRICS, describe, histogram_buckets};
 
 /// The Prometheus text format's content type.
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -46,7 +46,7 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Installs a Prometheus recorder as the process's global `metrics` recorder, with every
 /// histogram rendered as a Prometheus histogram (buckets from
-/// [`crate::metrics::histogram_buckets`]) and every metric described. Must run inside a tokio
+/// [`crate::runtime::metrics::histogram_buckets`]) and every metric described. Must run inside a tokio
 /// runtime (it spawns the recorder's upkeep task). Fails if a recorder is already installed.
 pub fn install_prometheus() -> Result<PrometheusHandle> {
     let mut builder = PrometheusBuilder::new();

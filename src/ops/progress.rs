@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::status::{RegistrarStatus, StatusBoard};
+use crate::runtime::status::{RegistrarStatus, StatusBoard};
 
 /// `registered 120 segments (+20), backlog 80, lag 3.2s`: the numbers of one line.
 pub fn line(status: &RegistrarStatus, registered_before: u64) -> String {

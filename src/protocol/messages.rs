@@ -18,7 +18,7 @@ use ractor::{ActorRef, RpcReplyPort};
 
 use crate::catalog::TableName;
 use crate::error::{Error, Result};
-use crate::footer::SegmentFooter;
+use crate::io::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 
 /// A segment's share of the `memory.segments` budget. The watcher takes one before it reads the

@@ -263,7 +263,7 @@ async fn create_where_catalog_says(
 /// A failed write of the first metadata file, by the opendal error behind it: a refusal is
 /// fatal (retrying would be refused again), an outage is retried.
 fn write_failure(path: &str, e: &iceberg::Error) -> Error {
-    match crate::store::classify_iceberg_io(e) {
+    match crate::io::store::classify_iceberg_io(e) {
         Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
             "writing table metadata {path} was refused by the store: {e}; creating a table at the \
              shipper's location needs store credentials that may write there \

@@ -3,11 +3,12 @@
 //! metrics and partition values of its data files, and which old snapshots a commit expires.
 
 pub mod append;
+pub mod column_stats;
 pub mod committed;
 pub mod create;
-pub mod metrics;
 pub mod partition;
 pub mod quarantine;
 pub mod retention;
+pub mod schema;
 
 pub use committed::CommittedSet;

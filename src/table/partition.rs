@@ -20,7 +20,7 @@ use iceberg::spec::{
 use iceberg::transform::create_transform_function;
 
 use crate::error::{Error, ErrorCode};
-use crate::table::metrics::FileMetrics;
+use crate::table::column_stats::FileMetrics;
 
 /// The config key the terms come from (for messages).
 pub const KEY: &str = "config.partition_by";

@@ -24,7 +24,7 @@ use thadam_iceberg::catalog::{RestClient, TableName};
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
-use thadam_iceberg::status::RegistrarStatus;
+use thadam_iceberg::runtime::status::RegistrarStatus;
 use thadam_iceberg::{Registrar, RegistrarHandle};
 
 /// Where the servers are. Fails loudly (never skips) when they are not running.
@@ -221,7 +221,7 @@ impl Harness {
             .expect("test config is valid")
             .registrars
             .remove(0);
-        let store = thadam_iceberg::store::object_store(&config.store, &config.url.bucket)
+        let store = thadam_iceberg::io::store::object_store(&config.store, &config.url.bucket)
             .expect("object store");
         let log = SegmentLogWriter::open(&config.source.catalog).expect("segment log");
         Harness {

@@ -16,9 +16,9 @@ use iceberg::table::Table;
 
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
-use crate::footer::SegmentFooter;
+use crate::io::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::metrics::{MetricsConfig, file_metrics};
+use crate::table::column_stats::{MetricsConfig, file_metrics};
 use crate::table::partition::{describe_spec, file_partition};
 
 /// A segment ready to append: its catalog entry and its footer.
@@ -64,7 +64,10 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
     );
     DataFileBuilder::default()
         .content(DataContentType::Data)
-        .file_path(crate::store::object_uri(bucket, &ready.segment.object_key)?)
+        .file_path(crate::io::store::object_uri(
+            bucket,
+            &ready.segment.object_key,
+        )?)
         .file_format(DataFileFormat::Parquet)
         .partition_spec_id(spec.spec_id())
         .partition(partition)
@@ -98,7 +101,7 @@ pub fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError
                 ),
             ))
         }
-        _ => match crate::store::classify_iceberg_io(e) {
+        _ => match crate::io::store::classify_iceberg_io(e) {
             // Storage refused the manifests for good (read-only credentials, a bucket policy):
             // retrying would never succeed.
             Some(code) if !code.is_transient() => CommitError::Fatal(Error::new(

@@ -14,11 +14,11 @@ use ractor::rpc::CallResult;
 use tokio::sync::watch;
 
 use crate::actors::token_refresher::{self, TokenRefresherMsg, TokenState};
-use crate::auth::oauth2::TokenEndpoint;
-use crate::auth::{BearerToken, TokenSource};
+use crate::catalog::auth::oauth2::TokenEndpoint;
+use crate::catalog::auth::{BearerToken, TokenSource};
 use crate::config::{OAuth2Credential, RetryPolicy};
 use crate::error::{Error, Result};
-use crate::shutdown::Shutdown;
+use crate::runtime::shutdown::Shutdown;
 
 /// How long a request waits for a renewal before treating the token endpoint as unavailable
 /// (longer than the HTTP client's own 60 s timeout, so that one decides first).

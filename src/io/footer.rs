@@ -18,7 +18,7 @@ use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::store::{classify_store_error, object_path};
+use crate::io::store::{classify_store_error, object_path};
 
 /// The most footer bytes the registrar will read for one segment.
 pub const MAX_FOOTER_BYTES: u64 = 64 * 1024 * 1024;
@@ -52,8 +52,8 @@ impl SegmentFooter {
 /// errors), whose size the segment catalog recorded as `expected_size`. The first read is a
 /// bounded range ending at that size (suffix ranges are not supported by every S3 server); the
 /// object's real size must match the record, so a partial or replaced upload is caught here.
-/// The key is read byte for byte ([`crate::store::object_path`]). Errors name the key and say
-/// what is wrong (see [`crate::store::classify_store_error`]): `ObjectMissing` (404),
+/// The key is read byte for byte ([`crate::io::store::object_path`]). Errors name the key and say
+/// what is wrong (see [`crate::io::store::classify_store_error`]): `ObjectMissing` (404),
 /// `AuthFailed` (401/403), `FooterInvalid` (a key that cannot be registered, not Parquet,
 /// truncated, size mismatch, footer too large, undecodable, another 4xx), `Unavailable`
 /// (network, 5xx, 429: retry).

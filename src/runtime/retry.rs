@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::outcome::next_delay;
 use crate::config::RetryPolicy;
 use crate::error::{Error, Result};
-use crate::shutdown::Shutdown;
+use crate::runtime::shutdown::Shutdown;
 
 /// When an operation that keeps failing, or one request that has not answered, is worth a
 /// warning. 30 s: longer than any healthy catalog call or footer read (sub-second), longer than

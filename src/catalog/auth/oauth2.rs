@@ -16,9 +16,9 @@ use std::time::Duration;
 use oauth2::basic::BasicClient;
 use oauth2::{AuthType, ClientId, ClientSecret, RequestTokenError, Scope, TokenResponse, TokenUrl};
 
+use crate::catalog::tls::{TlsFailure, error_chain_text, tls_cause};
 use crate::config::{ClientAuth, OAuth2Credential, Secret};
 use crate::error::{Error, Result};
-use crate::tls::{TlsFailure, error_chain_text, tls_cause};
 
 /// An access token as the token endpoint issued it.
 pub struct IssuedToken {
