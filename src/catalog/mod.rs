@@ -14,6 +14,7 @@ pub mod auth;
 pub mod outcome;
 pub mod rest;
 pub mod sigv4;
+pub mod table_name;
 pub mod tls;
 
 pub use outcome::{CallKind, StatusOutcome, classify_status};

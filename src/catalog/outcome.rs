@@ -88,16 +88,6 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// The delay before the next attempt: the server's `Retry-After` when it sent one, capped by
-/// the retry policy's `max` (a server asking for an hour must not park a table for an hour when
-/// the operator allowed a minute), else the policy's backoff.
-pub fn next_delay(backoff: Duration, retry_after: Option<Duration>, max: Duration) -> Duration {
-    match retry_after {
-        Some(after) => after.min(max),
-        None => backoff,
-    }
-}
-
 /// The `cause` label of a transient status.
 pub fn status_cause(status: u16) -> &'static str {
     match status {
@@ -168,20 +158,5 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("", now), None);
-    }
-
-    #[test]
-    fn retry_after_wins_over_the_backoff_but_not_over_the_cap() {
-        let max = Duration::from_secs(60);
-        let backoff = Duration::from_secs(4);
-        assert_eq!(next_delay(backoff, None, max), backoff);
-        assert_eq!(
-            next_delay(backoff, Some(Duration::from_secs(1)), max),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            next_delay(backoff, Some(Duration::from_secs(3600)), max),
-            max
-        );
     }
 }

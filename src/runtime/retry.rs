@@ -7,7 +7,6 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::catalog::outcome::next_delay;
 use crate::config::RetryPolicy;
 use crate::error::{Error, Result};
 use crate::runtime::shutdown::Shutdown;
@@ -147,6 +146,16 @@ where
     }
 }
 
+/// The delay before the next attempt: the server's `Retry-After` when it sent one, capped by
+/// the retry policy's `max` (a server asking for an hour must not park a table for an hour when
+/// the operator allowed a minute), else the policy's backoff.
+pub fn next_delay(backoff: Duration, retry_after: Option<Duration>, max: Duration) -> Duration {
+    match retry_after {
+        Some(after) => after.min(max),
+        None => backoff,
+    }
+}
+
 /// The pause after the `conflicts`-th 409 in a row: full jitter (`unit` = a uniform draw in
 /// [0, 1)) over 50 ms doubling per conflict, capped at `max`. Contending writers then spread
 /// out instead of reloading and colliding in lockstep.
@@ -169,5 +178,20 @@ mod tests {
         assert_eq!(conflict_backoff(2, max, 1.0), Duration::from_millis(200));
         assert_eq!(conflict_backoff(30, max, 1.0), max);
         assert_eq!(conflict_backoff(3, max, 0.5), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn retry_after_wins_over_the_backoff_but_not_over_the_cap() {
+        let max = Duration::from_secs(60);
+        let backoff = Duration::from_secs(4);
+        assert_eq!(next_delay(backoff, None, max), backoff);
+        assert_eq!(
+            next_delay(backoff, Some(Duration::from_secs(1)), max),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            next_delay(backoff, Some(Duration::from_secs(3600)), max),
+            max
+        );
     }
 }

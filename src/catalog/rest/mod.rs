@@ -1,14 +1,20 @@
 //! A small REST catalog client: config, namespaces, load, register, commit.
+//!
+//! The endpoints live here; how a request reaches the catalog (URLs, headers, the bearer token
+//! or SigV4 signature, one renewal after a 401) is [`transport`], and what a status means is the
+//! pure [`crate::catalog::outcome::classify_status`].
+
+mod transport;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Instant;
 
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
-use iceberg::{NamespaceIdent, TableIdent, TableRequirement, TableUpdate};
+use iceberg::{NamespaceIdent, TableRequirement, TableUpdate};
 use iceberg_catalog_rest::{
     CommitTableRequest, CommitTableResponse, CreateNamespaceRequest, CreateTableRequest,
     LoadTableResult, RegisterTableRequest,
@@ -16,18 +22,14 @@ use iceberg_catalog_rest::{
 use iceberg_storage_opendal::OpenDalStorageFactory;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::catalog::access::{TableAccess, VendedCredentials};
-use crate::catalog::auth::{BearerToken, SharedTokenSource};
-use crate::catalog::outcome::{
-    CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
-};
-use crate::catalog::tls::{TlsFailure, error_chain_text, tls_cause};
+use crate::catalog::auth::SharedTokenSource;
+use crate::catalog::outcome::{CallKind, StatusOutcome, classify_status};
 use crate::config::RetryPolicy;
 use crate::error::{Error, ErrorCode, Result};
-use crate::runtime::retry::{Op, delay_for, note_retry, warn_if_slow};
+use crate::runtime::retry::{Op, delay_for, note_retry};
 
 /// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
 /// transient failure or a lost answer before the caller is told "state unknown" (and reloads to
@@ -35,26 +37,11 @@ use crate::runtime::retry::{Op, delay_for, note_retry, warn_if_slow};
 /// a few are enough to ride out a blip without holding the table for long.
 pub const IDEMPOTENT_RESENDS: u32 = 3;
 
-/// A table's place in the catalog: namespace levels and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TableName {
-    pub namespace: Vec<String>,
-    pub name: String,
-}
-
-impl TableName {
-    pub fn ident(&self) -> Result<TableIdent> {
-        let ns = NamespaceIdent::from_vec(self.namespace.clone())
-            .map_err(|e| Error::config_invalid(format!("namespace is not valid: {e}")))?;
-        Ok(TableIdent::new(ns, self.name.clone()))
-    }
-}
-
-impl std::fmt::Display for TableName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.namespace.join("."), self.name)
-    }
-}
+pub use crate::catalog::table_name::TableName;
+pub use transport::redacted_url;
+use transport::{
+    SendFailure, Transport, error_message, extra_headers, read_json, retry_after_of, status_error,
+};
 
 /// Why a commit did not succeed, split by what the committer must do next.
 #[derive(Debug)]
@@ -119,17 +106,11 @@ pub struct RestClient {
 }
 
 struct Inner {
-    base: Url,
-    http: reqwest::Client,
-    tokens: SharedTokenSource,
+    /// How requests reach the catalog: URLs, headers, the token or signature, 401 renewal.
+    transport: Transport,
     storage_props: HashMap<String, String>,
-    prefix: Option<String>,
     idempotency_keys: bool,
     retry: RetryPolicy,
-    /// `catalog_headers`, values marked sensitive (kept out of `Debug` and logs).
-    headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
-    /// `catalog_sigv4`, when requests are signed instead of carrying a bearer token.
-    sigv4: Option<crate::config::SigV4Credential>,
     /// The credentials the catalog vended with each table's last load (see `catalog::access`
     /// for why they live here).
     vended: Mutex<HashMap<TableName, Arc<TableAccess>>>,
@@ -140,25 +121,10 @@ struct Inner {
 impl std::fmt::Debug for RestClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestClient")
-            .field("base", &redacted_url(&self.inner.base))
-            .field("prefix", &self.inner.prefix)
-            .field("sigv4", &self.inner.sigv4.is_some())
+            .field("base", &redacted_url(&self.inner.transport.base))
+            .field("prefix", &self.inner.transport.prefix)
+            .field("sigv4", &self.inner.transport.sigv4.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// A request failure before any status code was seen.
-enum SendFailure {
-    NotSent(Error),
-    Unknown(Error),
-    Fatal(Error),
-}
-
-impl SendFailure {
-    fn into_error(self) -> Error {
-        match self {
-            SendFailure::NotSent(e) | SendFailure::Unknown(e) | SendFailure::Fatal(e) => e,
-        }
     }
 }
 
@@ -173,24 +139,27 @@ impl RestClient {
             base.set_path(&trimmed);
         }
         let mut inner = Inner {
-            base,
-            http: settings.http,
-            tokens: settings.tokens,
+            transport: Transport {
+                base,
+                http: settings.http,
+                tokens: settings.tokens,
+                prefix: None,
+                headers: extra_headers(&settings.headers)?,
+                sigv4: settings.sigv4,
+            },
             storage_props: settings.storage_props,
-            prefix: None,
             idempotency_keys: false,
             retry: settings.retry,
-            headers: extra_headers(&settings.headers)?,
-            sigv4: settings.sigv4,
             vended: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),
         };
-        let mut url = inner.url(&["v1", "config"], false)?;
+        let mut url = inner.transport.url(&["v1", "config"], false)?;
         if let Some(warehouse) = &settings.warehouse {
             // The server's defaults, overrides and prefix are those of this warehouse.
             url.query_pairs_mut().append_pair("warehouse", warehouse);
         }
         let response = inner
+            .transport
             .send(Method::GET, url, None, None)
             .await
             .map_err(SendFailure::into_error)?;
@@ -200,10 +169,10 @@ impl RestClient {
         };
         let mut merged = config.defaults;
         merged.extend(config.overrides);
-        inner.prefix = merged.get("prefix").cloned().filter(|p| !p.is_empty());
+        inner.transport.prefix = merged.get("prefix").cloned().filter(|p| !p.is_empty());
         inner.idempotency_keys = config.idempotency_key_lifetime.is_some();
         tracing::debug!(
-            prefix = ?inner.prefix,
+            prefix = ?inner.transport.prefix,
             idempotency_keys = inner.idempotency_keys,
             "connected to the catalog"
         );
@@ -219,10 +188,11 @@ impl RestClient {
 
     /// Loads a table; `Ok(None)` when it does not exist.
     pub async fn load_table(&self, table: &TableName) -> Result<Option<Table>> {
-        let url = self.inner.table_url(table)?;
+        let url = self.inner.transport.table_url(table)?;
         let what = format!("load table {table}");
         let response = self
             .inner
+            .transport
             .send(Method::GET, url, None, None)
             .await
             .map_err(SendFailure::into_error)?;
@@ -347,10 +317,11 @@ impl RestClient {
                 properties: HashMap::new(),
             })
             .map_err(|e| Error::internal(format!("cannot encode a namespace request: {e}")))?;
-            let url = self.inner.url(&["namespaces"], true)?;
+            let url = self.inner.transport.url(&["namespaces"], true)?;
             let what = format!("create namespace {}", levels.join("."));
             let response = self
                 .inner
+                .transport
                 .send(Method::POST, url, Some(body), None)
                 .await
                 .map_err(SendFailure::into_error)?;
@@ -368,10 +339,12 @@ impl RestClient {
     pub async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
         let url = self
             .inner
+            .transport
             .url(&["namespaces", &levels.join("\u{1f}")], true)?;
         let what = format!("check namespace {}", levels.join("."));
         let response = self
             .inner
+            .transport
             .send(Method::HEAD, url, None, None)
             .await
             .map_err(SendFailure::into_error)?;
@@ -391,7 +364,10 @@ impl RestClient {
         location: Option<&str>,
     ) -> Result<Staged> {
         let ns = table.namespace.join("\u{1f}");
-        let url = self.inner.url(&["namespaces", &ns, "tables"], true)?;
+        let url = self
+            .inner
+            .transport
+            .url(&["namespaces", &ns, "tables"], true)?;
         let what = format!("stage the creation of table {table}");
         let body = serde_json::to_vec(&CreateTableRequest {
             name: table.name.clone(),
@@ -405,6 +381,7 @@ impl RestClient {
         .map_err(|e| Error::internal(format!("cannot encode a create request: {e}")))?;
         let response = self
             .inner
+            .transport
             .send(Method::POST, url, Some(body), None)
             .await
             .map_err(SendFailure::into_error)?;
@@ -436,7 +413,10 @@ impl RestClient {
         metadata_location: &str,
     ) -> Result<Table> {
         let ns = table.namespace.join("\u{1f}");
-        let url = self.inner.url(&["namespaces", &ns, "register"], true)?;
+        let url = self
+            .inner
+            .transport
+            .url(&["namespaces", &ns, "register"], true)?;
         let what = format!("register table {table}");
         let body = serde_json::to_vec(&RegisterTableRequest {
             name: table.name.clone(),
@@ -446,6 +426,7 @@ impl RestClient {
         .map_err(|e| Error::internal(format!("cannot encode a register request: {e}")))?;
         let response = self
             .inner
+            .transport
             .send(Method::POST, url, Some(body), None)
             .await
             .map_err(SendFailure::into_error)?;
@@ -491,7 +472,11 @@ impl RestClient {
             Op::SchemaCommit
         };
         let what = format!("commit to table {table}");
-        let url = self.inner.table_url(table).map_err(CommitError::Fatal)?;
+        let url = self
+            .inner
+            .transport
+            .table_url(table)
+            .map_err(CommitError::Fatal)?;
         let body = serde_json::to_vec(&CommitTableRequest {
             identifier: Some(table.ident().map_err(CommitError::Fatal)?),
             requirements,
@@ -552,6 +537,7 @@ impl RestClient {
     ) -> std::result::Result<Table, CommitError> {
         let response = match self
             .inner
+            .transport
             .send(Method::POST, url.clone(), Some(body.to_vec()), key)
             .await
         {
@@ -579,302 +565,6 @@ impl RestClient {
                 Err(CommitError::Unknown(status_error(response, what).await))
             }
             _ => Err(CommitError::Fatal(status_error(response, what).await)),
-        }
-    }
-}
-
-/// `catalog_headers` as request headers. Config validation already checked names and values;
-/// a value is marked sensitive so that it never shows in a `Debug` of a request.
-fn extra_headers(
-    headers: &[(String, crate::config::Secret)],
-) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>> {
-    headers
-        .iter()
-        .map(|(name, value)| {
-            let header =
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    Error::config_invalid(format!(
-                        "catalog_headers.{name} is not a valid header name"
-                    ))
-                })?;
-            let mut v = reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
-                Error::config_invalid(format!(
-                    "catalog_headers.{name} is not a valid header value (one line of visible ASCII)"
-                ))
-            })?;
-            v.set_sensitive(true);
-            Ok((header, v))
-        })
-        .collect()
-}
-
-impl Inner {
-    /// `{base}/v1/{prefix}/{segments...}`, each segment percent-encoded on its own (a multi-level
-    /// namespace travels as one segment joined by 0x1F).
-    fn url(&self, segments: &[&str], prefixed: bool) -> Result<Url> {
-        let mut url = self.base.clone();
-        {
-            let mut path = url.path_segments_mut().map_err(|_| {
-                Error::config_invalid(format!(
-                    "catalog_uri {} cannot be a base URL",
-                    redacted_url(&self.base)
-                ))
-            })?;
-            if prefixed {
-                path.push("v1");
-                if let Some(prefix) = &self.prefix {
-                    for part in prefix.split('/').filter(|p| !p.is_empty()) {
-                        path.push(part);
-                    }
-                }
-                path.extend(segments);
-            } else {
-                path.extend(segments);
-            }
-        }
-        Ok(url)
-    }
-
-    fn table_url(&self, table: &TableName) -> Result<Url> {
-        let ns = table.namespace.join("\u{1f}");
-        self.url(&["namespaces", &ns, "tables", &table.name], true)
-    }
-
-    /// Sends one request with the current token; on 401 (or 419, what some catalogs answer for
-    /// an expired token) asks the token source for a renewal and retries once. A 401/419/403 that
-    /// survives that is `auth.failed`. With `catalog_sigv4` the request is signed instead, last,
-    /// over exactly what is sent; a refused signature is `auth.failed` at once (a fresh one
-    /// from the same keys would be refused the same way).
-    async fn send(
-        &self,
-        method: Method,
-        url: Url,
-        body: Option<Vec<u8>>,
-        idempotency_key: Option<&str>,
-    ) -> std::result::Result<reqwest::Response, SendFailure> {
-        let mut token = self.tokens.current().await.map_err(classify_token_error)?;
-        let mut renewed = false;
-        loop {
-            let mut request = self
-                .http
-                .request(method.clone(), url.clone())
-                .header("X-Client-Version", "0.14.1")
-                .header(
-                    reqwest::header::USER_AGENT,
-                    concat!("thadam-iceberg/", env!("CARGO_PKG_VERSION")),
-                )
-                // Set here rather than by the HTTP client, so that a signature covers it too.
-                .header(reqwest::header::ACCEPT, "application/json");
-            for (name, value) in &self.headers {
-                request = request.header(name.clone(), value.clone());
-            }
-            if let Some(t) = &token
-                && self.sigv4.is_none()
-            {
-                request = request.bearer_auth(t.value.expose());
-            }
-            if let Some(key) = idempotency_key {
-                request = request.header("Idempotency-Key", key);
-            }
-            if let Some(body) = &body {
-                request = request
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.clone());
-            }
-            let mut request = request.build().map_err(|e| {
-                SendFailure::Fatal(Error::internal(format!(
-                    "cannot build the catalog request {method} {}: {}",
-                    redacted_url(&url),
-                    error_chain_text(&e.without_url())
-                )))
-            })?;
-            if let Some(credential) = &self.sigv4 {
-                crate::catalog::sigv4::sign_request(&mut request, credential, SystemTime::now())
-                    .map_err(SendFailure::Fatal)?;
-            }
-            let target = format!("{method} {}", url.path());
-            let response = warn_if_slow(
-                format!("the catalog ({target})"),
-                self.http.execute(request),
-            )
-            .await
-            .map_err(|e| classify_transport_error(e, method.as_str(), &url))?;
-            let status = response.status();
-            match classify_status(status.as_u16(), CallKind::Other, None) {
-                StatusOutcome::Reauthenticate if !renewed && self.sigv4.is_none() => {
-                    if let Some(rejected) = &token
-                        && let Some(fresh) = self.renew(rejected).await?
-                    {
-                        tracing::info!(
-                            "the catalog rejected the token ({status}); retrying once with a \
-                             renewed one"
-                        );
-                        token = Some(fresh);
-                        renewed = true;
-                        continue;
-                    }
-                }
-                StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => {}
-                _ => return Ok(response),
-            }
-            let message = error_message(response).await;
-            let check = if self.sigv4.is_some() {
-                "check catalog_sigv4: access_key_id / secret_access_key (and session_token), \
-                 region and signing_name (glue for Glue, s3tables for S3 Tables), that this \
-                 host's clock is right (a signature is refused 5 minutes off), and that the keys \
-                 may access this namespace"
-            } else {
-                "check catalog_token / catalog_credential (and that it may access this namespace)"
-            };
-            return Err(SendFailure::Fatal(Error::auth_failed(format!(
-                "the catalog answered {status} to {target}: {message}; {check}"
-            ))));
-        }
-    }
-
-    async fn renew(
-        &self,
-        rejected: &BearerToken,
-    ) -> std::result::Result<Option<BearerToken>, SendFailure> {
-        self.tokens
-            .renew_after_rejection(rejected)
-            .await
-            .map_err(classify_token_error)
-    }
-}
-
-fn classify_token_error(e: Error) -> SendFailure {
-    if e.is_transient() {
-        let e = if e.retry_hint().is_none() {
-            e.with_retry_hint("token", None)
-        } else {
-            e
-        };
-        SendFailure::NotSent(e)
-    } else {
-        SendFailure::Fatal(e)
-    }
-}
-
-/// Sorts a transport error by what it means for the request: never sent, outcome unknown, or a
-/// TLS failure that retrying cannot fix. The URL is stripped from the error first: reqwest's
-/// message quotes it whole, query string (which may hold a token) included.
-fn classify_transport_error(err: reqwest::Error, method: &str, url: &Url) -> SendFailure {
-    let err = err.without_url();
-    let target = format!("{method} {}", redacted_url(url));
-    if let Some(tls) = tls_cause(&err) {
-        return SendFailure::Fatal(match tls {
-            TlsFailure::ServerNotTrusted(cause) => Error::config_invalid(format!(
-                "TLS: the catalog's certificate is not trusted ({cause}) on {target}; set \
-                 catalog_ca_file to the CA that signed it, or fix the catalog's certificate \
-                 (expiry, host name)"
-            )),
-            TlsFailure::ClientRejected(cause) => Error::auth_failed(format!(
-                "TLS: the catalog refused our client certificate ({cause}) on {target}; set \
-                 catalog_client_cert/catalog_client_key to a certificate its CA trusts"
-            )),
-            TlsFailure::Other(cause) => Error::config_invalid(format!(
-                "TLS handshake with the catalog failed on {target}: {cause}"
-            )),
-        });
-    }
-    let text = error_chain_text(&err);
-    if err.is_connect() {
-        SendFailure::NotSent(
-            Error::unavailable(format!("cannot reach the catalog ({target}): {text}"))
-                .with_retry_hint("connect", None),
-        )
-    } else {
-        let cause = if err.is_timeout() {
-            "timeout"
-        } else {
-            "lost_response"
-        };
-        SendFailure::Unknown(
-            Error::unavailable(format!("no answer from the catalog ({target}): {text}"))
-                .with_retry_hint(cause, None),
-        )
-    }
-}
-
-/// A URL fit for logs and errors: no user, password or query string (where tokens travel).
-pub fn redacted_url(url: &Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_password(None);
-    let _ = u.set_username("");
-    u.set_query(None);
-    u.set_fragment(None);
-    u.to_string()
-}
-
-/// The `Retry-After` header of a response, if it has a usable one.
-fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
-    response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_retry_after(v, SystemTime::now()))
-}
-
-async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &str) -> Result<T> {
-    let bytes = response.bytes().await.map_err(|e| {
-        Error::unavailable(format!(
-            "{what}: reading the response failed: {}",
-            error_chain_text(&e.without_url())
-        ))
-        .with_retry_hint("lost_response", None)
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Error::new(
-            ErrorCode::CatalogRejected,
-            format!("{what}: the catalog's answer is not what the REST spec defines: {e}"),
-        )
-    })
-}
-
-/// The REST spec's error body (`iceberg_catalog_rest::ErrorResponse` keeps its fields private).
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorModel,
-}
-
-#[derive(Deserialize)]
-struct ErrorModel {
-    message: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
-/// The server's own explanation: the REST `ErrorModel` message when there is one.
-async fn error_message(response: reqwest::Response) -> String {
-    let status = response.status();
-    let bytes = response.bytes().await.unwrap_or_default();
-    match serde_json::from_slice::<ErrorBody>(&bytes) {
-        Ok(body) => format!("{} ({})", body.error.message, body.error.kind),
-        Err(_) if bytes.is_empty() => status.to_string(),
-        Err(_) => String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
-    }
-}
-
-/// The error for a status the caller does not handle itself, per [`classify_status`].
-async fn status_error(response: reqwest::Response, what: &str) -> Error {
-    let status = response.status();
-    let after = retry_after_of(&response);
-    let message = error_message(response).await;
-    let text = format!("{what}: the catalog answered {status}: {message}");
-    match classify_status(status.as_u16(), CallKind::Other, after) {
-        StatusOutcome::Transient { retry_after } | StatusOutcome::StateUnknown { retry_after } => {
-            Error::unavailable(text).with_retry_hint(status_cause(status.as_u16()), retry_after)
-        }
-        StatusOutcome::Reauthenticate | StatusOutcome::AuthFailed => {
-            Error::auth_failed(format!("{text}; check catalog_token / catalog_credential"))
-        }
-        StatusOutcome::Missing => Error::new(
-            ErrorCode::TableMissing,
-            format!("{text}; create the namespace or table, or set create_table: true"),
-        ),
-        StatusOutcome::Success | StatusOutcome::Conflict | StatusOutcome::Rejected => {
-            Error::new(ErrorCode::CatalogRejected, text)
         }
     }
 }
