@@ -9,6 +9,9 @@
 //!
 //! `cargo bench --bench registrar` (criterion; reports medians).
 
+#[path = "../examples/support/demo.rs"]
+mod demo;
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -16,7 +19,6 @@ use iceberg::spec::TableMetadata;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaDataReader;
 use serde_json::json;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::table::CommittedSet;
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, encode_ids};

@@ -20,6 +20,9 @@
 //!   `uploaded_at_ms` is stamped when the `Uploaded` record is written in every mode, so
 //!   registration latency is measured from the real upload time either way.
 
+#[path = "support/demo.rs"]
+mod demo;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,7 +32,6 @@ use clap::Parser;
 use futures::StreamExt;
 use object_store::ObjectStore;
 use thadam_iceberg::config::Config;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogWriter};
 
 #[derive(Parser)]

@@ -11,6 +11,9 @@
 //! feed replays from the start on every registrar start: the registrar keeps no cursor and skips
 //! what the table already has), waits until all are handled, prints the status, stops.
 
+#[path = "support/demo.rs"]
+mod demo;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +22,6 @@ use clap::Parser;
 use object_store::ObjectStore;
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::Config;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::feed::{ChannelFeed, FeedSender};
 use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::{Error, Registrar};

@@ -11,7 +11,6 @@
 pub mod actors;
 pub mod catalog;
 pub mod config;
-pub mod demo;
 pub mod error;
 pub mod io;
 pub mod ops;
@@ -21,4 +20,12 @@ pub mod runtime;
 pub mod table;
 
 pub use error::{Error, ErrorCode, Result};
+
+// The unit tests write real Parquet files with the examples' demo helpers, which name the crate
+// as its users do.
+#[cfg(test)]
+extern crate self as thadam_iceberg;
+#[cfg(test)]
+#[path = "../examples/support/demo.rs"]
+mod demo;
 pub use registrar::{Registrar, RegistrarHandle};

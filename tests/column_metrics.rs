@@ -17,12 +17,12 @@ use arrow_array::{
 use arrow_schema::{DataType, Fields, Schema, TimeUnit};
 use bytes::Bytes;
 use common::Harness;
+use common::demo::{self, field};
 use iceberg::expr::Reference;
 use iceberg::spec::{DataFile, Datum, PrimitiveLiteral};
 use iceberg::table::Table;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use thadam_iceberg::demo::{self, field};
 
 const ROWS: usize = 250;
 /// Three row groups per segment, so metrics aggregate across row groups.

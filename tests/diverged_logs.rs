@@ -7,8 +7,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::demo;
 use common::{Harness, assert_exactly_once};
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::table::committed::WATERMARK_PREFIX;
 

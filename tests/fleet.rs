@@ -8,10 +8,10 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::demo;
 use common::{Harness, assert_exactly_once, extended_batch};
 use thadam_iceberg::actors::context::Tuning;
 use thadam_iceberg::config::RegistrarConfig;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::{Registrar, RegistrarHandle};
 

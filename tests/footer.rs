@@ -5,11 +5,11 @@
 mod common;
 
 use bytes::Bytes;
+use common::demo;
 use common::{Harness, unique};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::demo;
 use thadam_iceberg::io::footer::{FIRST_READ_BYTES, MAX_FOOTER_BYTES, read_footer};
 
 async fn put(store: &dyn ObjectStore, key: &str, bytes: Bytes) {

@@ -8,9 +8,9 @@ mod common;
 
 use std::process::Command;
 
+use common::demo;
 use common::{Harness, py};
 use serde_json::Value;
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::LogEntry;
 
 /// Keys S3 allows that object_store's `Path::from` would have percent-encoded (or, for `=`,

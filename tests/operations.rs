@@ -976,7 +976,7 @@ async fn a_record_for_a_dataset_the_parquet_sink_does_not_list_stops_with_config
     h.run_until_handled(1).await;
     // The shipper records a segment of a dataset this config does not know (create_table is
     // true, so today a table would be created for it).
-    let stray = thadam_iceberg::demo::telemetry_batch(1, 10).expect("batch");
+    let stray = common::demo::telemetry_batch(1, 10).expect("batch");
     let key = h.ship("stray", &stray).await;
     h.ship_telemetry(2, 10).await;
     let err = h.run_until_fatal().await;

@@ -15,6 +15,7 @@ use arrow_array::TimestampMicrosecondArray;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema, TimeUnit};
 use bytes::Bytes;
+use common::demo::{self, field};
 use common::{Harness, Options};
 use iceberg::expr::Reference;
 use iceberg::spec::{DataFile, Datum, Literal, Struct, Transform};
@@ -23,7 +24,6 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::demo::{self, field};
 
 const DATASET: &str = "telemetry";
 /// 2026-01-01T00:00:00Z in microseconds.

@@ -13,10 +13,10 @@ use std::time::Duration;
 use arrow_array::{Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
+use common::demo;
 use common::{Harness, Options, assert_exactly_once};
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::demo;
 use thadam_iceberg::runtime::status::RegistrarStatus;
 use thadam_iceberg::table::quarantine::QuarantineStore;
 

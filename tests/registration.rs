@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Schema};
+use common::demo::field;
 use common::{Harness, Options, data_files, read_all, row_count};
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::demo::field;
 use thadam_iceberg::table::committed::{SEGMENT_IDS, SegmentId, decode_ids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,16 +288,11 @@ async fn an_embedding_runtime_feeds_its_own_catalog() {
     // The runtime uploads files itself and keeps its own catalog: no segment log file at all.
     let mut uploaded = Vec::new();
     for n in 0..2u64 {
-        let key = thadam_iceberg::demo::object_key(
-            &h.prefix,
-            &h.pipeline,
-            "telemetry",
-            &format!("own-{n}"),
-        );
-        let parquet = thadam_iceberg::demo::write_parquet(&[
-            thadam_iceberg::demo::telemetry_batch(n, 20).expect("batch"),
-        ])
-        .expect("parquet");
+        let key =
+            common::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &format!("own-{n}"));
+        let parquet =
+            common::demo::write_parquet(&[common::demo::telemetry_batch(n, 20).expect("batch")])
+                .expect("parquet");
         let size = parquet.len() as u64;
         h.store
             .put(

@@ -221,11 +221,10 @@ async fn snapshots_no_watermark_covers_are_never_expired() {
     let mut keys = Vec::new();
     for n in 0..6u64 {
         let id = format!("own-{n}");
-        let key = thadam_iceberg::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &id);
-        let parquet = thadam_iceberg::demo::write_parquet(&[
-            thadam_iceberg::demo::telemetry_batch(n, 10).expect("batch"),
-        ])
-        .expect("parquet");
+        let key = common::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &id);
+        let parquet =
+            common::demo::write_parquet(&[common::demo::telemetry_batch(n, 10).expect("batch")])
+                .expect("parquet");
         let size = parquet.len() as u64;
         h.store
             .put(

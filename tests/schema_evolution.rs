@@ -10,12 +10,12 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema};
+use common::demo::field;
 use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, data_file_list, read_all, row_count};
 use iceberg::spec::{PrimitiveType, Type};
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::actors::context::Tuning;
-use thadam_iceberg::demo::field;
 
 fn device(n: usize) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(

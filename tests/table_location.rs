@@ -110,7 +110,7 @@ fn namespace_dir(h: &Harness) -> String {
 
 /// Two columns with field IDs the catalog would never assign itself (it numbers from 1).
 fn far_ids_batch(n: u64, rows: usize, extra: bool) -> RecordBatch {
-    let field = |name: &str, id: i32| thadam_iceberg::demo::field(name, DataType::Int64, false, id);
+    let field = |name: &str, id: i32| common::demo::field(name, DataType::Int64, false, id);
     let mut fields: Vec<Field> = vec![field("reading", 101), field("segment", 205)];
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(

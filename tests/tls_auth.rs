@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema};
+use common::demo;
 use common::tls::{Caddy, Front, Pki, TokenMock, assert_no_secret, captured_logs, pem_body_lines};
 use common::{Harness, data_files, read_all, row_count, unique};
 use thadam_iceberg::config::{
     CatalogAuth, ClientAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
 };
-use thadam_iceberg::demo;
 use thadam_iceberg::{Error, ErrorCode, Registrar};
 
 /// Hang guard for a start that must fail: a fatal error returns at once, a retried one never.

@@ -3,6 +3,8 @@
 //! tests run in parallel against one catalog.
 #![allow(dead_code)]
 
+#[path = "../../examples/support/demo.rs"]
+pub mod demo;
 pub mod fault_proxy;
 pub mod forward;
 pub mod hold_proxy;
@@ -22,7 +24,6 @@ use iceberg::table::Table;
 use object_store::ObjectStore;
 use thadam_iceberg::catalog::{RestClient, TableName};
 use thadam_iceberg::config::{Config, RegistrarConfig};
-use thadam_iceberg::demo;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::runtime::status::RegistrarStatus;
 use thadam_iceberg::{Registrar, RegistrarHandle};

@@ -1,7 +1,11 @@
 //! Writing and shipping real Parquet segments, the way a thadam pipeline does: Arrow data with a
 //! stable `PARQUET:field_id` on every column, written to Parquet, uploaded through object_store,
-//! then recorded as `Uploaded` in the segment catalog. Used by the demo shipper and the tests; a
-//! real pipeline has its own sink and shipper.
+//! then recorded as `Uploaded` in the segment catalog. Used by the demo shipper, the embedded
+//! example, the tests and the benchmarks (each includes this file with `#[path]`); it is not part
+//! of the library: a real pipeline has its own sink and shipper.
+
+// Each includer uses a different part.
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,8 +21,8 @@ use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::error::{Error, Result};
-use crate::protocol::segment_log::{LogEntry, SegmentLogWriter};
+use thadam_iceberg::error::{Error, Result};
+use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogWriter};
 
 /// An Arrow field carrying its Parquet field ID.
 pub fn field(name: &str, data_type: DataType, nullable: bool, id: i32) -> Field {
@@ -134,7 +138,10 @@ pub async fn ship_segment(
         file_size: size,
     })?;
     store
-        .put(&crate::io::store::object_path(key)?, parquet.into())
+        .put(
+            &thadam_iceberg::io::store::object_path(key)?,
+            parquet.into(),
+        )
         .await
         .map_err(|e| Error::unavailable(format!("uploading {key} failed: {e}")))?;
     log.append_uploaded(dataset, segment_id, key, size, rows)
