@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use object_store::ObjectStore;
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::config::Config;
 use thadam_iceberg::protocol::feed::{ChannelFeed, FeedSender};
 use thadam_iceberg::protocol::segment::UploadedSegment;

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::ops::health::Health;

@@ -5,6 +5,7 @@
 //! key names, paths, object keys and server responses, never from a `Secret`'s value.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The stable, documented error codes. `as_str` is what logs, metrics and exit reports show.
@@ -82,12 +83,25 @@ impl fmt::Display for ErrorCode {
 }
 
 /// An error with a code and a human message (`code: message` when displayed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Error {
     code: ErrorCode,
     message: String,
     retry: Option<RetryHint>,
+    /// The failure underneath (an object_store, iceberg or HTTP error), for
+    /// [`std::error::Error::source`]. Shared so that the error stays `Clone`.
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
+
+/// Two errors are equal when they say the same: code, message and retry hint (a source has no
+/// equality of its own).
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.message == other.message && self.retry == other.retry
+    }
+}
+
+impl Eq for Error {}
 
 /// What a transient error tells whoever retries it: why (for `thadam_iceberg_retries_total`'s
 /// `cause` label) and how long the server asked us to wait (`Retry-After`).
@@ -104,7 +118,15 @@ impl Error {
             code,
             message: message.into(),
             retry: None,
+            source: None,
         }
+    }
+
+    /// Keeps `source` as the failure underneath this one. Only for errors whose `Display` and
+    /// `Debug` hold no secret (URLs with their query strings are stripped before this).
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
 
     /// Attaches why a transient error happened and when the server said to retry.
@@ -180,6 +202,12 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

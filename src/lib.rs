@@ -5,8 +5,22 @@
 //! table's schema follows the files by Parquet field ID, every file is registered exactly once
 //! (crashes, restarts, lost responses and concurrent writers included), and none is dropped.
 //!
-//! Start with [`Registrar`] and [`config::Config`]; feed it from the segment catalog file of a
-//! parquet sink, or from your own catalog through [`protocol::feed::SegmentFeed`].
+//! An embedding runtime needs only the names at this root:
+//!
+//! - [`Config`] (a thadam YAML file) or [`RegistrarConfig::builder`] (a config made in code,
+//!   checked by the same rules) for what to run;
+//! - [`Registrar::builder`] to start it, fed by the parquet sink's segment catalog file or by
+//!   the host's own catalog through a [`SegmentFeed`] such as [`ChannelFeed`] (each entry an
+//!   [`UploadedSegment`]);
+//! - the [`RegistrarHandle`] it returns: [`RegistrarHandle::status`], [`RegistrarHandle::updates`],
+//!   `stop` and `wait`;
+//! - [`Error`] with its stable [`ErrorCode`].
+//!
+//! How a segment travels from the log line to the snapshot is in the README's "How it works";
+//! by module: [`protocol`] (what comes in and what the actors exchange), [`actors`] (who does
+//! what), [`table`] (what a commit is made of), [`catalog`] (how it reaches the catalog), [`io`]
+//! (object storage), [`runtime`] (shutdown, retries, status, metrics), [`ops`] (running it as a
+//! service).
 
 pub mod actors;
 pub mod catalog;
@@ -18,8 +32,15 @@ pub mod protocol;
 pub mod registrar;
 pub mod runtime;
 pub mod table;
+#[doc(hidden)]
+pub mod testing;
 
+pub use config::{Config, ConfigBuilder, RegistrarConfig, Tuning};
 pub use error::{Error, ErrorCode, Result};
+pub use protocol::feed::{ChannelFeed, FeedSender, SegmentFeed};
+pub use protocol::segment::UploadedSegment;
+pub use registrar::{Registrar, RegistrarBuilder, RegistrarHandle};
+pub use runtime::status::{RegistrarStatus, StatusUpdates};
 
 // The unit tests write real Parquet files with the examples' demo helpers, which name the crate
 // as its users do.
@@ -28,4 +49,3 @@ extern crate self as thadam_iceberg;
 #[cfg(test)]
 #[path = "../examples/support/demo.rs"]
 mod demo;
-pub use registrar::{Registrar, RegistrarHandle};

@@ -3,17 +3,17 @@
 //!
 //! 1. **Config.** [`crate::config::Config::load`] reads a thadam YAML file (or
 //!    [`crate::config::Config::from_yaml_str`] a string) and yields one validated
-//!    [`RegistrarConfig`] per `kind: iceberg` sink. A host may also build a `RegistrarConfig`
-//!    from the typed structs in [`crate::config`] directly; those carry no further checks, so
-//!    going through YAML is the safer road.
-//! 2. **Start.** [`Registrar::start`] tails the parquet sink's segment catalog file;
-//!    [`Registrar::start_with_feed`] takes any [`SegmentFeed`], e.g. a
+//!    [`RegistrarConfig`] per `kind: iceberg` sink; [`RegistrarConfig::builder`] makes one in
+//!    code, checked by the same rules.
+//! 2. **Start.** [`Registrar::builder`]`(config)` tails the parquet sink's segment catalog file,
+//!    or, with [`RegistrarBuilder::feed`], takes any [`SegmentFeed`], e.g. a
 //!    [`crate::protocol::feed::ChannelFeed`] the host pushes its own `Uploaded` entries into
-//!    (see `examples/embedded.rs`). Both connect to the catalog first: a bad certificate or
+//!    (see `examples/embedded.rs`). `start` connects to the catalog first: a bad certificate or
 //!    credential fails here, with its [`crate::ErrorCode`]; an unreachable catalog is retried.
 //! 3. **Status.** [`RegistrarHandle::status`] is a snapshot: per table, segments registered,
 //!    skipped, waiting (backlog), the last commit's time and lag, the last error; and
-//!    [`RegistrarStatus::readiness`]. Metrics go through the `metrics` facade to whatever
+//!    [`RegistrarStatus::readiness`]. [`RegistrarHandle::updates`] delivers every change as it
+//!    happens. Metrics go through the `metrics` facade to whatever
 //!    recorder the host installed (see [`crate::runtime::metrics`]).
 //! 4. **Stop and wait.** [`RegistrarHandle::stop`] stops taking segments and abandons or
 //!    finishes the commit in flight (either is safe); [`RegistrarHandle::wait`] returns `Ok` after
@@ -37,7 +37,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
-use crate::actors::context::{RegistrarContext, Tuning};
+use crate::actors::context::RegistrarContext;
 use crate::actors::supervisor::{Outcome, Supervisor, SupervisorArgs};
 use crate::actors::token_refresher;
 use crate::catalog::RestClient;
@@ -45,6 +45,7 @@ use crate::catalog::auth::refreshed::RefreshedToken;
 use crate::catalog::auth::{NoAuth, SharedTokenSource, StaticToken};
 use crate::catalog::rest::RestClientSettings;
 use crate::catalog::tls::{TlsSettings, catalog_http_client};
+use crate::config::Tuning;
 use crate::config::{CatalogAuth, RegistrarConfig};
 use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
@@ -52,7 +53,7 @@ use crate::protocol::messages::SupervisorMsg;
 use crate::protocol::segment_log::SegmentLogTail;
 use crate::runtime::retry::{Op, retry_transient};
 use crate::runtime::shutdown::{self, ShutdownTrigger};
-use crate::runtime::status::{RegistrarStatus, StatusBoard};
+use crate::runtime::status::{RegistrarStatus, StatusBoard, StatusUpdates};
 
 /// The quarantine file, opened when the policy is `quarantine` or when a file is there already:
 /// entries left open under `quarantine` must be decided by files under `stop` too.
@@ -72,7 +73,57 @@ fn open_quarantine(
 /// tokio runtime, until stopped or until a fatal error.
 pub struct Registrar;
 
+/// How a registrar starts: its config, where its segments come from and the knobs beside the
+/// config. [`Registrar::builder`] makes one.
+pub struct RegistrarBuilder {
+    config: RegistrarConfig,
+    feed: Option<Box<dyn SegmentFeed>>,
+    tuning: Tuning,
+}
+
+impl RegistrarBuilder {
+    /// Feeds the registrar from `feed` (an embedding runtime's own catalog, or a
+    /// [`crate::protocol::feed::ChannelFeed`]) instead of the parquet sink's segment catalog file.
+    pub fn feed(mut self, feed: impl SegmentFeed) -> Self {
+        self.feed = Some(Box::new(feed));
+        self
+    }
+
+    /// Knobs beside the config (the runner's flags); the default defers to the config.
+    pub fn tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// Connects to the catalog and starts (see [`Registrar::start_with_feed`]).
+    pub async fn start(self) -> Result<RegistrarHandle> {
+        let feed = match self.feed {
+            Some(feed) => feed,
+            None => Box::new(SegmentLogTail::open(&self.config.source.catalog)),
+        };
+        Registrar::start_with_feed(self.config, feed, self.tuning).await
+    }
+}
+
 impl Registrar {
+    /// A registrar for `config`, fed by its segment catalog file unless
+    /// [`RegistrarBuilder::feed`] says otherwise:
+    ///
+    /// ```no_run
+    /// # async fn run(config: thadam_iceberg::config::RegistrarConfig) -> thadam_iceberg::Result<()> {
+    /// let (sender, feed) = thadam_iceberg::ChannelFeed::new(1024);
+    /// let registrar = thadam_iceberg::Registrar::builder(config).feed(feed).start().await?;
+    /// # drop(sender); registrar.stop(); registrar.wait().await
+    /// # }
+    /// ```
+    pub fn builder(config: RegistrarConfig) -> RegistrarBuilder {
+        RegistrarBuilder {
+            config,
+            feed: None,
+            tuning: Tuning::default(),
+        }
+    }
+
     /// Starts a registrar that tails the segment catalog file of the config's parquet sink, with
     /// the default [`Tuning`].
     ///
@@ -257,6 +308,21 @@ impl RegistrarHandle {
     /// Per-table progress, and the fatal error if the service stopped on one.
     pub fn status(&self) -> RegistrarStatus {
         self.status.snapshot()
+    }
+
+    /// Every later change of the status, as it happens (no polling):
+    ///
+    /// ```no_run
+    /// # async fn watch(registrar: &thadam_iceberg::RegistrarHandle) {
+    /// let mut updates = registrar.updates();
+    /// loop {
+    ///     let status = updates.changed().await;
+    ///     println!("{} waiting", status.backlog());
+    /// }
+    /// # }
+    /// ```
+    pub fn updates(&self) -> StatusUpdates {
+        StatusUpdates::new(self.status.clone())
     }
 
     /// The live status board behind [`RegistrarHandle::status`], for a task that reports on the

@@ -92,7 +92,7 @@ async fn a_log_restored_after_its_snapshots_expired_registers_nothing_twice() {
     let mut keys = ship(&mut h, 6).await;
     let backup = std::fs::read(&h.config.source.catalog).expect("backup");
     keys.extend(ship(&mut h, 6).await);
-    let tuning = thadam_iceberg::actors::context::Tuning {
+    let tuning = thadam_iceberg::Tuning {
         max_batch: 3,
         ..Default::default()
     };

@@ -10,12 +10,13 @@ use async_trait::async_trait;
 use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, assert_exactly_once, data_file_list, one_per_commit};
 use iceberg::table::Table;
-use thadam_iceberg::actors::context::{BeforeAppend, Tuning};
+use thadam_iceberg::Tuning;
 use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::catalog::adapter::CommitAdapter;
 use thadam_iceberg::table::CommittedSet;
 use thadam_iceberg::table::append::{ReadySegment, prepare_append};
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
+use thadam_iceberg::testing::BeforeAppend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_answer_converges_on_one_data_file() {

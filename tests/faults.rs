@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, assert_exactly_once, one_per_commit};
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::config::RetryPolicy;
 
 use common::metrics::recorder;

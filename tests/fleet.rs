@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::demo;
 use common::{Harness, assert_exactly_once, extended_batch};
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::config::RegistrarConfig;
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::{Registrar, RegistrarHandle};

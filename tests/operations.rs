@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use common::forward::reserve_port;
 use common::{Harness, data_file_list, unique};
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::config::{CatalogAuth, Secret};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::http::{self, Endpoints};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::hold_proxy::{Hold, HoldProxy};
 use common::{Harness, assert_exactly_once, extended_batch};
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogWriter};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

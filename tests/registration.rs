@@ -280,7 +280,7 @@ async fn an_unreachable_catalog_is_retried_until_it_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedding_runtime_feeds_its_own_catalog() {
-    use thadam_iceberg::actors::context::Tuning;
+    use thadam_iceberg::Tuning;
     use thadam_iceberg::protocol::feed::ChannelFeed;
     use thadam_iceberg::protocol::segment::UploadedSegment;
 

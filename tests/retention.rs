@@ -15,10 +15,11 @@ use std::time::Duration;
 use common::{Harness, Options, manifest_entries, py};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
-use thadam_iceberg::actors::context::{Hooks, Tuning};
+use thadam_iceberg::Tuning;
 use thadam_iceberg::protocol::feed::ChannelFeed;
 use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::table::committed::WATERMARK_KEY;
+use thadam_iceberg::testing::Hooks;
 
 const RETAIN: &str = "      snapshot_retention: { max_age: 1m, min_snapshots: 5 }";
 

@@ -15,7 +15,7 @@ use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, data_file_list, read_all, row_count};
 use iceberg::spec::{PrimitiveType, Type};
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::actors::context::Tuning;
+use thadam_iceberg::Tuning;
 
 fn device(n: usize) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(

@@ -109,7 +109,7 @@ struct DropBeforeAppend {
 }
 
 #[async_trait::async_trait]
-impl thadam_iceberg::actors::context::BeforeAppend for DropBeforeAppend {
+impl thadam_iceberg::testing::BeforeAppend for DropBeforeAppend {
     async fn before_append(
         &self,
         _: &thadam_iceberg::catalog::TableName,
@@ -140,7 +140,7 @@ async fn a_table_gone_on_reload_is_missing_not_recreated_without_create_table() 
     let mut config = h.config.clone();
     config.create_table = false;
     config.catalog_uri = proxy.uri.parse().expect("uri");
-    let mut tuning = thadam_iceberg::actors::context::Tuning::default();
+    let mut tuning = thadam_iceberg::Tuning::default();
     tuning.hooks.before_append = Some(std::sync::Arc::new(DropBeforeAppend {
         url: format!(
             "{}/v1/namespaces/{}/tables/telemetry?purgeRequested=false",

@@ -1,88 +1,14 @@
 //! What every actor of one registrar shares: settings, the catalog connection, the bucket, the
 //! status board and the shutdown signal. Read-only after start.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use iceberg::table::Table;
 use object_store::ObjectStore;
 
 use crate::catalog::{RestClient, TableName};
-use crate::config::{RegistrarConfig, RetryPolicy};
+use crate::config::{RegistrarConfig, RetryPolicy, Tuning};
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
-use crate::table::append::ReadySegment;
-
-/// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The
-/// defaults defer to the config (`commit`, `footer_readers`).
-#[derive(Debug, Clone)]
-pub struct Tuning {
-    /// Overrides the config's `footer_readers` when non-zero.
-    pub footer_readers: usize,
-    /// Overrides the footer window when non-zero: how many footers one table holds (arrived,
-    /// not committed) and reads in flight together. Default: twice `commit.max_segments`, at
-    /// least 64 (see [`RegistrarContext::footer_window`]).
-    pub reads_per_table: usize,
-    /// Caps the config's `commit.max_segments` (e.g. `--max-batch`, or 1 in tests that map
-    /// faults onto commits one to one). Default: no cap.
-    pub max_batch: usize,
-    /// How often a committer holding quarantined segments reads the quarantine file for the
-    /// operator's `retry` and `discarded` lines.
-    pub quarantine_poll: std::time::Duration,
-    /// Test seams; none in production.
-    pub hooks: Hooks,
-}
-
-/// Called by a committer right before it sends an append commit, with the table it is about to
-/// commit on and the segments it is about to append. Lets tests make another writer win the race
-/// deterministically (the spec's in-process conflict test).
-#[async_trait]
-pub trait BeforeAppend: Send + Sync {
-    async fn before_append(&self, table: &TableName, base: &Table, batch: &[ReadySegment]);
-}
-
-/// The wall clock, in milliseconds since the Unix epoch.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-#[derive(Clone, Default)]
-pub struct Hooks {
-    pub before_append: Option<Arc<dyn BeforeAppend>>,
-    /// The clock snapshot retention ages snapshots by (tests move it forward instead of waiting
-    /// for `snapshot_retention.max_age`, which is at least a minute).
-    pub clock: Option<Clock>,
-}
-
-impl fmt::Debug for Hooks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hooks")
-            .field("before_append", &self.before_append.is_some())
-            .field("clock", &self.clock.is_some())
-            .finish()
-    }
-}
-
-impl Tuning {
-    /// Now, by the test clock when there is one.
-    pub fn now_ms(&self) -> i64 {
-        match &self.hooks.clock {
-            Some(clock) => clock(),
-            None => chrono::Utc::now().timestamp_millis(),
-        }
-    }
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Tuning {
-            footer_readers: 0,
-            reads_per_table: 0,
-            max_batch: usize::MAX,
-            quarantine_poll: std::time::Duration::from_secs(1),
-            hooks: Hooks::default(),
-        }
-    }
-}
 
 pub struct RegistrarContext {
     pub config: RegistrarConfig,

@@ -13,19 +13,23 @@
 //! reads are resolved (an unset variable used only by another sink is not the registrar's
 //! concern).
 
+mod builder;
 mod field;
 mod interpolate;
 mod raw;
 mod secret;
 mod source;
 mod tls;
+mod tuning;
 mod types;
 mod urls;
 mod validate;
 
 use std::path::Path;
 
+pub use builder::ConfigBuilder;
 pub use secret::Secret;
+pub use tuning::Tuning;
 pub use types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
     DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential, ParquetSource,

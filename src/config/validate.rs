@@ -182,7 +182,7 @@ fn table_properties(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<(String, String)>
         if name.starts_with("thadam.") {
             return Err(ctx.err(
                 &key,
-                "is in the registrar's own namespace (thadam.*: its exactly-once markers);                  remove it",
+                "is in the registrar's own namespace (thadam.*: its exactly-once markers); remove it",
             ));
         }
         // Integers and strings through `text` (a float such as 1.10 must be quoted).

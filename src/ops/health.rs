@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::actors::context::Tuning;
 use crate::config::RegistrarConfig;
+use crate::config::Tuning;
 use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::registrar::{Registrar, RegistrarHandle};

@@ -151,6 +151,27 @@ impl RegistrarStatus {
     }
 }
 
+/// Every change of a registrar's status, as it happens: [`crate::RegistrarHandle::updates`].
+pub struct StatusUpdates {
+    board: StatusBoard,
+    changes: tokio::sync::watch::Receiver<()>,
+}
+
+impl StatusUpdates {
+    pub(crate) fn new(board: StatusBoard) -> Self {
+        let changes = board.subscribe();
+        StatusUpdates { board, changes }
+    }
+
+    /// Waits for the next change and returns the status after it. Changes that happen while
+    /// nobody waits are folded into one.
+    pub async fn changed(&mut self) -> RegistrarStatus {
+        // The sender lives in `board`, which this holds: `changed` cannot fail while it waits.
+        let _ = self.changes.changed().await;
+        self.board.snapshot()
+    }
+}
+
 /// Shared, lock-protected status; writers touch only their own table. Every change is announced
 /// to subscribers ([`StatusBoard::subscribe`]), so a caller waits for progress without polling.
 #[derive(Debug, Clone)]

@@ -313,7 +313,7 @@ impl Harness {
     pub async fn start_with(
         &self,
         config: RegistrarConfig,
-        tuning: thadam_iceberg::actors::context::Tuning,
+        tuning: thadam_iceberg::Tuning,
     ) -> RegistrarHandle {
         let feed =
             thadam_iceberg::protocol::segment_log::SegmentLogTail::open(&config.source.catalog);
@@ -510,8 +510,8 @@ pub fn extended_batch(n: u64, rows: usize) -> RecordBatch {
 }
 
 /// One segment per commit, so a fault plan maps onto commits one to one.
-pub fn one_per_commit() -> thadam_iceberg::actors::context::Tuning {
-    thadam_iceberg::actors::context::Tuning {
+pub fn one_per_commit() -> thadam_iceberg::Tuning {
+    thadam_iceberg::Tuning {
         max_batch: 1,
         ..Default::default()
     }
