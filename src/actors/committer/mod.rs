@@ -27,10 +27,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::table::Table;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
+use crate::actors::schema_merger::{SchemaMerger, SchemaMergerArgs};
 use crate::catalog::TableName;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg};
@@ -60,12 +61,13 @@ pub struct CommitterArgs {
     pub ctx: SharedContext,
     pub dataset: String,
     pub footer_pool: ActorRef<FooterPoolMsg>,
-    pub merger: ActorRef<SchemaMergerMsg>,
 }
 
 pub struct CommitterState {
     args: CommitterArgs,
     name: TableName,
+    /// This table's schema merger: a child of this committer, so it lives and stops with it.
+    merger: ActorRef<SchemaMergerMsg>,
     /// The table as of our last load or commit; `None` before it exists (create_table: true).
     table: Option<Table>,
     committed: CommittedSet,
@@ -133,9 +135,20 @@ impl Actor for Committer {
         // Resolve the table in a message, not here: it may need retries, and a spawn should not
         // wait on the network.
         myself.cast(CommitterMsg::Init)?;
+        let (merger, _) = Actor::spawn_linked(
+            None,
+            SchemaMerger,
+            SchemaMergerArgs {
+                ctx: Arc::clone(&args.ctx),
+                dataset: args.dataset.clone(),
+            },
+            myself.get_cell(),
+        )
+        .await?;
         Ok(CommitterState {
             args,
             name,
+            merger,
             table: None,
             committed: CommittedSet::default(),
             pending: PendingQueue::default(),
@@ -213,16 +226,59 @@ impl Actor for Committer {
             Ok(()) if state.initialised => state.drive(&myself).await,
             other => other,
         };
+        state.conclude(result)
+    }
+
+    /// The schema merger is this committer's only child: its failure is the table's, handled as
+    /// a failure of the committer itself (ractor's default would stop the committer without
+    /// an error).
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<CommitterMsg>,
+        event: SupervisionEvent,
+        state: &mut CommitterState,
+    ) -> HandlerResult {
+        let error = match event {
+            SupervisionEvent::ActorFailed(_, err) => match err.downcast::<Error>() {
+                Ok(e) => *e,
+                Err(other) => Error::internal(format!(
+                    "the schema merger of table {} failed: {other}",
+                    state.name
+                )),
+            },
+            SupervisionEvent::ActorTerminated(_, _, reason)
+                if !state.ctx().shutdown.is_requested() =>
+            {
+                Error::internal(format!(
+                    "the schema merger of table {} stopped unexpectedly ({})",
+                    state.name,
+                    reason.unwrap_or_default()
+                ))
+            }
+            _ => return Ok(()),
+        };
+        if state.stopped {
+            return Ok(());
+        }
+        state.conclude(Err(error))
+    }
+}
+
+impl CommitterState {
+    /// What the outcome of handling a message means for the table: a stop leaves everything
+    /// pending in the segment catalog; an error about this table alone stops only it
+    /// (`on_bad_segment: quarantine`); any other error fails the committer, and the supervisor
+    /// stops the service with it.
+    fn conclude(&mut self, result: Result<()>) -> HandlerResult {
         match result {
             Ok(()) => Ok(()),
-            // Stopping: leave everything pending in the catalog.
             Err(e) if e.code() == ErrorCode::Cancelled => Ok(()),
-            Err(e) if stops_table_only(state.ctx().config.on_bad_segment, e.code()) => {
-                state.stop_table(&e);
+            Err(e) if stops_table_only(self.ctx().config.on_bad_segment, e.code()) => {
+                self.stop_table(&e);
                 Ok(())
             }
             Err(e) => {
-                state.report_error(&e);
+                self.report_error(&e);
                 Err(Box::new(e))
             }
         }

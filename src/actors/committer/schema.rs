@@ -3,9 +3,12 @@
 
 use std::sync::Arc;
 
+use iceberg::table::Table;
+use ractor::rpc::CallResult;
+
 use super::{ACCEPTED_SCHEMAS, CommitterState};
 use crate::error::{Error, Result};
-use crate::protocol::messages::SchemaMergerMsg;
+use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
 use crate::table::append::ReadySegment;
 use crate::table::quarantine::is_about_the_file;
 
@@ -30,38 +33,31 @@ impl CommitterState {
             if self.table.is_none() && !self.ctx().config.create_table {
                 return Err(self.table_missing());
             }
-            let table = self.table.clone();
-            let table = self
-                .args
+            let current = self.table.as_ref().map(Table::metadata_ref);
+            let answer = self
                 .merger
                 .call(
                     |reply| SchemaMergerMsg::Reconcile {
-                        table_name: self.name.clone(),
-                        dataset: self.args.dataset.clone(),
-                        table,
+                        current,
                         footer: Arc::clone(&r.footer),
                         reply,
                     },
                     None,
                 )
                 .await
-                .map_err(|e| Error::internal(format!("the schema merger is gone: {e}")))?;
-            let table = match table {
-                ractor::rpc::CallResult::Success(Ok(table)) => table,
-                ractor::rpc::CallResult::Success(Err(e)) if is_about_the_file(e.code()) => {
-                    return Ok(Err((r.segment.seq, e)));
-                }
-                ractor::rpc::CallResult::Success(Err(e)) => return Err(e),
-                _ => return Err(Error::internal("the schema merger did not answer")),
-            };
-            let unchanged = self.table.as_ref().is_some_and(|t| {
-                t.metadata_location() == table.metadata_location()
-                    && t.metadata().current_snapshot_id() == table.metadata().current_snapshot_id()
-            });
-            if !unchanged {
+                .map_err(|e| self.merger_gone(&e.to_string()))?;
+            match answer {
+                CallResult::Success(Ok(SchemaChange::Unchanged)) => {}
                 // A created table, or a schema commit's answer: either may hold snapshots other
                 // writers added since the batch was filtered.
-                self.adopt(table);
+                CallResult::Success(Ok(SchemaChange::Changed(table))) => self.adopt(*table),
+                CallResult::Success(Err(e)) if is_about_the_file(e.code()) => {
+                    return Ok(Err((r.segment.seq, e)));
+                }
+                CallResult::Success(Err(e)) => return Err(e),
+                CallResult::Timeout | CallResult::SenderError => {
+                    return Err(self.merger_gone("it stopped without answering"));
+                }
             }
             if self.accepted.len() >= ACCEPTED_SCHEMAS {
                 self.accepted.clear();
@@ -69,5 +65,15 @@ impl CommitterState {
             self.accepted.push(Arc::clone(&r.footer.arrow_schema));
         }
         Ok(Ok(()))
+    }
+
+    /// The schema merger of this table could not answer: it failed (a panic: its message is in
+    /// the log) or stopped.
+    fn merger_gone(&self, why: &str) -> Error {
+        Error::internal(format!(
+            "the schema merger of table {} is gone ({why}); the registrar stops, and a restart \
+             starts the table again",
+            self.name
+        ))
     }
 }
