@@ -443,3 +443,92 @@ catalog.load_table(sys.argv[1]).update_schema().delete_column("c").commit()
     assert!(table.metadata().current_schema().field_by_id(3).is_none());
     assert_eq!(data_file_list(&table).await, files, "nothing appended");
 }
+
+/// Each table serialises its own commits, schema commits included: a schema commit of one table
+/// that hangs (held by a proxy) does not hold up another table's segments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_schema_commit_of_one_table_does_not_hold_up_another_table() {
+    use common::hold_proxy::{Hold, HoldProxy};
+    use common::{Options, assert_exactly_once, extended_batch};
+    use std::time::Duration;
+
+    let mut h = Harness::with(
+        "independent",
+        Options {
+            datasets: vec!["telemetry", "events"],
+            ..Options::default()
+        },
+    );
+    let plain = |n| thadam_iceberg::demo::telemetry_batch(n, 10).expect("batch");
+    let mut telemetry = vec![h.ship("telemetry", &plain(0)).await];
+    let mut events = vec![h.ship("events", &plain(0)).await];
+    assert_eq!(
+        h.run_until_handled(2).await.registered(),
+        2,
+        "both tables exist"
+    );
+
+    // The telemetry table's next file adds a column: its schema commit is held.
+    telemetry.push(h.ship("telemetry", &extended_batch(1, 10)).await);
+    let proxy = HoldProxy::start(
+        &h.env.catalog_uri,
+        Hold {
+            path_suffix: "/tables/telemetry".into(),
+            body_contains: "add-schema".into(),
+        },
+    )
+    .await;
+    let handle = h
+        .start_with(h.config_via(&proxy.uri), Tuning::default())
+        .await;
+    proxy.wait_held().await;
+
+    // Meanwhile the events table gets a segment (its file needs no schema change, but its
+    // table's schema is checked against it): it is registered while telemetry's commit hangs.
+    events.push(h.ship("events", &plain(1)).await);
+    let events_name = h.table_name("events").to_string();
+    let telemetry_name = h.table_name("telemetry").to_string();
+    // A hang guard, not a timing claim: with the tables serialised behind one another, events
+    // would wait for as long as telemetry's commit is held, i.e. forever.
+    let status = tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.wait_until(|s| {
+            s.tables
+                .get(&events_name)
+                .is_some_and(|t| t.registered >= 1)
+        }),
+    )
+    .await
+    .expect("the events table registers while the telemetry table's schema commit is held")
+    .expect("no fatal error");
+    assert_eq!(
+        status.tables.get(&telemetry_name).map(|t| t.registered),
+        Some(0),
+        "telemetry's segment waits for its schema commit"
+    );
+
+    assert_eq!(proxy.release().await, 200, "the held schema commit lands");
+    // The earlier segments count as handled (found registered): wait for the two new ones.
+    let status = tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.wait_until(|s| s.registered() >= 2),
+    )
+    .await
+    .expect("telemetry's segment registers once its schema commit lands (hang guard)")
+    .expect("no fatal error");
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    assert_eq!(status.registered(), 2);
+    let table = h.table("telemetry").await.expect("telemetry table");
+    assert!(
+        table
+            .metadata()
+            .current_schema()
+            .field_by_name("extra")
+            .is_some(),
+        "the telemetry table evolved"
+    );
+    assert_exactly_once(&table, &h.env.bucket, &telemetry).await;
+    let table = h.table("events").await.expect("events table");
+    assert_exactly_once(&table, &h.env.bucket, &events).await;
+}

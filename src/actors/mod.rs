@@ -4,8 +4,9 @@
 //!   fatal error and reports its code.
 //! - [`watcher`]: tails the segment feed.
 //! - [`footer_pool`]: a pool of footer readers, so footer I/O runs in parallel.
-//! - [`schema_merger`]: creates tables and keeps their schema in step with the files.
 //! - [`committer`]: one per table; serialises that table's appends.
+//! - [`schema_merger`]: one per table, the committer's child; creates the table and keeps its
+//!   schema in step with the files.
 //! - [`token_refresher`]: owns the OAuth2 access token of a `catalog_credential` and renews it.
 
 pub mod committer;

@@ -1,14 +1,20 @@
-//! The schema merger: makes a table ready for a file before the file is appended.
+//! A table's schema merger: makes the table ready for a file before the file is appended.
 //!
 //! For each footer it converts the file's schema (keeping its field IDs), then either creates the
 //! table from it (`create_table: true`, table absent), or merges it into the table's schema by
 //! field ID. A change is committed on its own, straight to the REST endpoint, *before* the append:
 //! a crash between the two leaves an evolved table and a segment still in the catalog, and the
 //! next attempt re-derives "nothing to change" and only appends.
+//!
+//! There is one per table, a child of that table's committer: each table serialises its own
+//! commits, schema commits (and their backoff) included, and one table's slow or failing schema
+//! commit never holds up another table. The committer stays the only owner of its table: it lends
+//! the merger a read-only view of the metadata it holds, and the merger answers with the version
+//! of the table the committer must adopt, if any; the merger keeps nothing between requests.
 
 use std::collections::HashMap;
 
-use iceberg::spec::Schema;
+use iceberg::spec::{Schema, TableMetadata, TableMetadataRef};
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -17,7 +23,7 @@ use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::messages::SchemaMergerMsg;
+use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
 use crate::runtime::retry::{Op, retry_transient};
 use crate::table::create::create_table;
 use crate::table::partition;
@@ -26,54 +32,74 @@ use crate::table::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 
 pub struct SchemaMerger;
 
+/// The table a merger serves.
+pub struct SchemaMergerArgs {
+    pub ctx: SharedContext,
+    pub dataset: String,
+}
+
+pub struct SchemaMergerState {
+    ctx: SharedContext,
+    dataset: String,
+    name: TableName,
+}
+
 impl Actor for SchemaMerger {
     type Msg = SchemaMergerMsg;
-    type State = SharedContext;
-    type Arguments = SharedContext;
+    type State = SchemaMergerState;
+    type Arguments = SchemaMergerArgs;
 
     async fn pre_start(
         &self,
         _: ActorRef<Self::Msg>,
-        ctx: SharedContext,
-    ) -> Result<SharedContext, ActorProcessingErr> {
-        Ok(ctx)
+        args: SchemaMergerArgs,
+    ) -> Result<SchemaMergerState, ActorProcessingErr> {
+        let name = args.ctx.table_name(&args.dataset);
+        Ok(SchemaMergerState {
+            ctx: args.ctx,
+            dataset: args.dataset,
+            name,
+        })
     }
 
     async fn handle(
         &self,
         _: ActorRef<Self::Msg>,
         msg: SchemaMergerMsg,
-        ctx: &mut SharedContext,
+        state: &mut SchemaMergerState,
     ) -> HandlerResult {
         let SchemaMergerMsg::Reconcile {
-            table_name,
-            dataset,
-            table,
+            current,
             footer,
             reply,
         } = msg;
-        let result = match file_schema(&footer.arrow_schema, &dataset) {
-            Ok(schema) => reconcile(ctx, &table_name, &dataset, table, &schema).await,
+        let result = match file_schema(&footer.arrow_schema, &state.dataset) {
+            Ok(schema) => reconcile(state, current, &schema).await,
             Err(e) => Err(e),
         };
-        // The committer decides what a failure means (it stops the service on fatal ones).
+        // The committer decides what a failure means (it stops the table, or the service).
         let _ = reply.send(result);
         Ok(())
     }
 }
 
+/// Creates the table (when `current` is `None`) or evolves it until its schema covers `file`;
+/// retries a schema commit that conflicted or whose outcome is unknown against the table as it
+/// is then.
 async fn reconcile(
-    ctx: &SharedContext,
-    name: &TableName,
-    dataset: &str,
-    table: Option<Table>,
+    state: &SchemaMergerState,
+    current: Option<TableMetadataRef>,
     file: &Schema,
-) -> Result<Table> {
+) -> Result<SchemaChange> {
+    let (ctx, name, dataset) = (&state.ctx, &state.name, state.dataset.as_str());
     let mut shutdown = ctx.shutdown.clone();
-    let mut table = match table {
-        Some(t) => {
-            warn_if_partition_by_ignored(ctx, name, &t);
-            t
+    // The newest version of the table this merger took from the catalog (a creation, a reload):
+    // the committer must adopt it even when the file then needs no change.
+    let mut latest: Option<Table> = None;
+    let mut metadata = match current {
+        Some(m) => {
+            warn_if_partition_by_ignored(ctx, name, &m);
+            m
         }
         None => {
             let location = ctx.table_location(dataset);
@@ -102,24 +128,29 @@ async fn reconcile(
                     )
                 },
             )
-            .await?;
+            .await?
             // A table that appeared meanwhile (another writer) comes back from register; merge
             // into it like into any existing table.
-            created.ok_or_else(shutting_down)?
+            .ok_or_else(shutting_down)?;
+            let m = created.metadata_ref();
+            latest = Some(created);
+            m
         }
     };
     loop {
-        let current = table.metadata().current_schema();
-        let next_id = table
-            .metadata()
+        let current = metadata.current_schema();
+        let next_id = metadata
             .schemas_iter()
             .map(|s| s.schema_id())
             .max()
             .unwrap_or(0)
             + 1;
-        let evolved = match merge_table(current, &FieldHistory::of(table.metadata()), file, next_id)
-        {
-            Ok(MergeOutcome::Unchanged) => return Ok(table),
+        let evolved = match merge_table(current, &FieldHistory::of(&metadata), file, next_id) {
+            Ok(MergeOutcome::Unchanged) => {
+                return Ok(latest.map_or(SchemaChange::Unchanged, |t| {
+                    SchemaChange::Changed(Box::new(t))
+                }));
+            }
             Ok(MergeOutcome::Evolved { schema, changes }) => {
                 for change in &changes {
                     tracing::info!(table = %name, "schema change: {change}");
@@ -130,13 +161,13 @@ async fn reconcile(
         };
         let requirements = vec![
             TableRequirement::UuidMatch {
-                uuid: table.metadata().uuid(),
+                uuid: metadata.uuid(),
             },
             TableRequirement::CurrentSchemaIdMatch {
                 current_schema_id: current.schema_id(),
             },
             TableRequirement::LastAssignedFieldIdMatch {
-                last_assigned_field_id: table.metadata().last_column_id(),
+                last_assigned_field_id: metadata.last_column_id(),
             },
         ];
         let updates = vec![
@@ -152,7 +183,7 @@ async fn reconcile(
                 metrics::counter!("thadam_iceberg_schema_changes_total", "table" => name.to_string())
                     .increment(1);
                 tracing::info!(table = %name, schema_id = t.metadata().current_schema_id(), "schema evolved");
-                return Ok(t);
+                return Ok(SchemaChange::Changed(Box::new(t)));
             }
             // Someone else changed the table, or we do not know whether our change landed:
             // reload and derive the change again against what the table is now.
@@ -171,7 +202,7 @@ async fn reconcile(
             }
             Err(CommitError::Fatal(e)) => return Err(e),
         }
-        table = retry_transient(
+        let reloaded = retry_transient(
             Op::Load,
             ctx.retry(),
             &mut shutdown,
@@ -186,15 +217,16 @@ async fn reconcile(
                 format!("table {name} disappeared while its schema was being changed"),
             )
         })?;
+        metadata = reloaded.metadata_ref();
+        latest = Some(reloaded);
     }
 }
 
 /// `partition_by` shapes only the tables the registrar creates: an existing table keeps its own
 /// default spec (its owner may have evolved it on purpose), so a differing `partition_by` is
 /// reported once, not applied, and not an error.
-fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, table: &Table) {
+fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, metadata: &TableMetadata) {
     let terms = &ctx.config.partition_by;
-    let metadata = table.metadata();
     let spec = metadata.default_partition_spec();
     let schema = metadata.current_schema();
     if terms.is_empty() || partition::spec_matches(terms, spec, schema) {

@@ -1,7 +1,8 @@
-//! The supervisor: starts every other actor linked to itself, routes segments to per-table
-//! committers, and owns the service's fate. The first fatal error (reported by message, or as a
-//! failed child) is recorded, shutdown is broadcast, and everything stops; `wait()` on the
-//! registrar handle then returns that error with its code.
+//! The supervisor: starts every other actor linked to itself (a table's schema merger is linked
+//! to that table's committer, and fails through it), routes segments to per-table committers,
+//! and owns the service's fate. The first fatal error (reported by message, or as a failed
+//! child) is recorded, shutdown is broadcast, and everything stops; `wait()` on the registrar
+//! handle then returns that error with its code.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,12 +14,11 @@ use crate::actors::HandlerResult;
 use crate::actors::committer::{Committer, CommitterArgs};
 use crate::actors::context::SharedContext;
 use crate::actors::footer_pool::FooterPool;
-use crate::actors::schema_merger::SchemaMerger;
 use crate::actors::watcher::{Watcher, WatcherArgs};
 use crate::config::ParquetSource;
 use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentFeed;
-use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SupervisorMsg};
+use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SupervisorMsg};
 use crate::protocol::segment::UploadedSegment;
 use crate::runtime::shutdown::ShutdownTrigger;
 
@@ -39,7 +39,6 @@ pub struct SupervisorState {
     outcome: Outcome,
     trigger: ShutdownTrigger,
     footer_pool: ActorRef<FooterPoolMsg>,
-    merger: ActorRef<SchemaMergerMsg>,
     committers: HashMap<String, ActorRef<CommitterMsg>>,
 }
 
@@ -56,14 +55,11 @@ impl Actor for Supervisor {
         let cell = myself.get_cell();
         let (footer_pool, _) =
             Actor::spawn_linked(None, FooterPool, Arc::clone(&args.ctx), cell.clone()).await?;
-        let (merger, _) =
-            Actor::spawn_linked(None, SchemaMerger, Arc::clone(&args.ctx), cell.clone()).await?;
         let mut state = SupervisorState {
             ctx: Arc::clone(&args.ctx),
             outcome: args.outcome,
             trigger: args.trigger,
             footer_pool,
-            merger,
             committers: HashMap::new(),
         };
         // Configured datasets get their committer now, so an absent table (create_table: false)
@@ -199,7 +195,8 @@ fn unlisted_dataset(source: &ParquetSource, segment: &UploadedSegment) -> Result
 }
 
 impl SupervisorState {
-    /// The committer of `dataset`'s table, started on first use.
+    /// The committer of `dataset`'s table, started on first use (it starts the table's schema
+    /// merger, its child: the two live and stop together).
     async fn committer(
         &mut self,
         dataset: &str,
@@ -215,7 +212,6 @@ impl SupervisorState {
                 ctx: Arc::clone(&self.ctx),
                 dataset: dataset.to_string(),
                 footer_pool: self.footer_pool.clone(),
-                merger: self.merger.clone(),
             },
             supervisor.clone(),
         )

@@ -1,22 +1,22 @@
 //! Every message the actors exchange, in one place, so the flow can be read top to bottom:
 //!
 //! ```text
-//! feed ──▶ watcher ──Route──▶ supervisor ──Segment──▶ committer (one per table)
+//! feed ──▶ watcher ──Route──▶ supervisor ──Segment──▶ committer (one per table, with its merger)
 //!                                                       │  ▲
 //!                                      FooterPoolMsg::Read │  CommitterMsg::FooterRead
 //!                                                       ▼  │
 //!                                         footer pool ──▶ footer readers (N in parallel)
-//! committer ──Reconcile (call)──▶ schema merger ──▶ catalog (create table / schema commit)
+//! committer ──Reconcile (call)──▶ its schema merger ──▶ catalog (create table / schema commit)
 //! committer ──▶ catalog (append commit)
 //! any actor ──Fatal──▶ supervisor ──▶ stops everything, reports the code
 //! ```
 
 use std::sync::Arc;
 
+use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
 use ractor::{ActorRef, RpcReplyPort};
 
-use crate::catalog::TableName;
 use crate::error::{Error, Result};
 use crate::io::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
@@ -101,15 +101,25 @@ pub enum FooterReaderMsg {
     Read(FooterRequest),
 }
 
-/// To the schema merger.
+/// To a table's schema merger (one per table, a child of the table's committer).
 pub enum SchemaMergerMsg {
-    /// Make `table` (or a table to be created, when `None`) ready for a file with this footer:
-    /// create it, or evolve its schema, as needed. Replies with the table to append to.
+    /// Make the table ready for a file with this footer: create it (when `current` is `None`),
+    /// or evolve its schema, as needed. `current` is the metadata of the table the committer
+    /// holds, lent read-only: the committer stays the only owner of its table, and adopts what
+    /// the reply carries.
     Reconcile {
-        table_name: TableName,
-        dataset: String,
-        table: Option<Table>,
+        current: Option<TableMetadataRef>,
         footer: Arc<SegmentFooter>,
-        reply: RpcReplyPort<Result<Table>>,
+        reply: RpcReplyPort<Result<SchemaChange>>,
     },
+}
+
+/// What a schema merger did to make the table ready for a file.
+pub enum SchemaChange {
+    /// The table the committer holds already fits the file.
+    Unchanged,
+    /// The table as it is now, for the committer to adopt: created (by us, or found created by
+    /// another writer), evolved, or reloaded on the way (a conflict, an unknown outcome); it may
+    /// hold other writers' snapshots.
+    Changed(Box<Table>),
 }

@@ -10,7 +10,14 @@
 //! registered file changes bytes the table points to, and registering it again would make two data
 //! files of one object.
 
-use super::*;
+use std::sync::Arc;
+
+use super::{CommitterState, RECENT};
+use crate::error::{Error, Result};
+use crate::protocol::segment::UploadedSegment;
+use crate::table::quarantine::{
+    Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
+};
 
 impl CommitterState {
     pub(super) fn policy(&self) -> BadSegmentPolicy {
