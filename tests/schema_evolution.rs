@@ -459,7 +459,7 @@ async fn a_held_schema_commit_of_one_table_does_not_hold_up_another_table() {
             ..Options::default()
         },
     );
-    let plain = |n| thadam_iceberg::demo::telemetry_batch(n, 10).expect("batch");
+    let plain = |n| common::demo::telemetry_batch(n, 10).expect("batch");
     let mut telemetry = vec![h.ship("telemetry", &plain(0)).await];
     let mut events = vec![h.ship("events", &plain(0)).await];
     assert_eq!(
