@@ -66,10 +66,7 @@ pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
     }
     if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
         props.insert(ACCESS_KEY_ID.to_string(), id.expose().to_string());
-        props.insert(
-            SECRET_ACCESS_KEY.to_string(),
-            secret.expose().to_string(),
-        );
+        props.insert(SECRET_ACCESS_KEY.to_string(), secret.expose().to_string());
     }
     props.insert(ALLOW_HTTP.to_string(), store.allow_http.to_string());
     props
@@ -414,7 +411,11 @@ impl Storage for ObjectStoreStorage {
                 async move {
                     match store.delete(&location).await {
                         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                        Err(e) => Err(store_failure("delete", &format!("s3://{bucket}/{location}"), e)),
+                        Err(e) => Err(store_failure(
+                            "delete",
+                            &format!("s3://{bucket}/{location}"),
+                            e,
+                        )),
                     }
                 }
             })
@@ -573,15 +574,25 @@ mod tests {
             ("s3.sse.type".to_string(), "s3".to_string()),
         ]);
         for vended in [None, Some(vended())] {
-            let file_io =
-                table_file_io(server.clone(), &file_io_props(&store_config()), vended.as_ref());
-            let shown = format!("{file_io:?} {:?} {}", file_io.config(), factory_keys(&file_io));
+            let file_io = table_file_io(
+                server.clone(),
+                &file_io_props(&store_config()),
+                vended.as_ref(),
+            );
+            let shown = format!(
+                "{file_io:?} {:?} {}",
+                file_io.config(),
+                factory_keys(&file_io)
+            );
             for secret in SECRETS {
                 assert!(!shown.contains(secret), "{secret} in {shown}");
             }
             assert!(shown.contains("S3Keys(***)"), "{shown}");
             for key in [ACCESS_KEY_ID, SECRET_ACCESS_KEY, SESSION_TOKEN] {
-                assert!(file_io.config().get(key).is_none(), "{key} stays a property");
+                assert!(
+                    file_io.config().get(key).is_none(),
+                    "{key} stays a property"
+                );
             }
         }
     }
@@ -594,9 +605,15 @@ mod tests {
             Some(&vended()),
         );
         let config = file_io.config();
-        assert_eq!(config.get(ENDPOINT).map(String::as_str), Some("http://127.0.0.1:9000"));
+        assert_eq!(
+            config.get(ENDPOINT).map(String::as_str),
+            Some("http://127.0.0.1:9000")
+        );
         assert_eq!(config.get(REGION).map(String::as_str), Some("eu-central-1"));
-        assert_eq!(config.get(PATH_STYLE_ACCESS).map(String::as_str), Some("true"));
+        assert_eq!(
+            config.get(PATH_STYLE_ACCESS).map(String::as_str),
+            Some("true")
+        );
         let factory = ObjectStoreStorageFactory {
             keys: Some(vended().keys),
             allow_http: true,
@@ -639,18 +656,28 @@ mod tests {
     fn keys_from_the_catalog_config_are_taken_out_too() {
         let server = HashMap::from([
             (ACCESS_KEY_ID.to_string(), "AKIDVENDED456".to_string()),
-            (SECRET_ACCESS_KEY.to_string(), "vended-secret-456".to_string()),
+            (
+                SECRET_ACCESS_KEY.to_string(),
+                "vended-secret-456".to_string(),
+            ),
         ]);
         let file_io = table_file_io(server, &HashMap::new(), None);
         assert!(file_io.config().get(ACCESS_KEY_ID).is_none());
-        assert_eq!(file_io.config().get(REGION).map(String::as_str), Some("us-east-1"));
+        assert_eq!(
+            file_io.config().get(REGION).map(String::as_str),
+            Some("us-east-1")
+        );
         assert!(factory_keys(&file_io).contains("S3Keys(***)"));
     }
 
     #[test]
     fn s3_paths_are_split_into_bucket_and_exact_key() {
         for (path, bucket, key) in [
-            ("s3://warehouse/ns/t/metadata/v1.metadata.json", "warehouse", "ns/t/metadata/v1.metadata.json"),
+            (
+                "s3://warehouse/ns/t/metadata/v1.metadata.json",
+                "warehouse",
+                "ns/t/metadata/v1.metadata.json",
+            ),
             ("s3a://b/k~1 x.avro", "b", "k~1 x.avro"),
             ("s3n://b/k", "b", "k"),
             ("S3://b/k", "b", "k"),
@@ -658,7 +685,14 @@ mod tests {
             let (b, object) = locate(path).expect(path);
             assert_eq!((b, object.as_ref()), (bucket, key), "{path}");
         }
-        for path in ["gs://b/k", "/local/file", "s3:///k", "s3://b/a//c", "s3://b/a/../c", "s3://b/"] {
+        for path in [
+            "gs://b/k",
+            "/local/file",
+            "s3:///k",
+            "s3://b/a//c",
+            "s3://b/a/../c",
+            "s3://b/",
+        ] {
             let err = locate(path).expect_err(path);
             assert_eq!(err.kind(), iceberg::ErrorKind::DataInvalid, "{path}");
             assert!(err.message().contains(path), "{err}");
@@ -709,9 +743,14 @@ mod tests {
                 stores: Mutex::new(HashMap::new()),
             }),
         };
-        let out = storage.new_output("s3://b/t/metadata/m.avro").expect("output");
+        let out = storage
+            .new_output("s3://b/t/metadata/m.avro")
+            .expect("output");
         let mut writer = out.writer().await.expect("writer");
-        writer.write(Bytes::from_static(b"avro")).await.expect("buffered");
+        writer
+            .write(Bytes::from_static(b"avro"))
+            .await
+            .expect("buffered");
         let err = writer.close().await.expect_err("nothing listens");
         assert_eq!(
             crate::io::store::classify_iceberg_io(&err),
@@ -720,7 +759,13 @@ mod tests {
         );
         let again = writer.close().await.expect_err("closed");
         assert!(again.message().contains("write the file anew"), "{again}");
-        let err = out.write(Bytes::from_static(b"x")).await.expect_err("refused");
-        assert!(crate::io::store::classify_iceberg_io(&err).is_some(), "{err:?}");
+        let err = out
+            .write(Bytes::from_static(b"x"))
+            .await
+            .expect_err("refused");
+        assert!(
+            crate::io::store::classify_iceberg_io(&err).is_some(),
+            "{err:?}"
+        );
     }
 }

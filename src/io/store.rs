@@ -678,7 +678,11 @@ mod tests {
         let own = S3Settings::for_footers(&store, None);
         assert_eq!(own.endpoint.as_deref(), Some("http://127.0.0.1:9000/"));
         assert!(!own.virtual_hosted);
-        let id = |s: &S3Settings| s.keys.as_ref().map(|k| k.access_key_id.expose().to_string());
+        let id = |s: &S3Settings| {
+            s.keys
+                .as_ref()
+                .map(|k| k.access_key_id.expose().to_string())
+        };
         assert_eq!(id(&own).as_deref(), Some("AKIDSTORE456"));
         // Vended keys replace the store's; the store's endpoint and explicit region stay.
         let with = S3Settings::for_footers(&store, Some(&vended(Some("https://s3.cat"), None)));
@@ -691,7 +695,8 @@ mod tests {
             region_explicit: false,
             ..store
         };
-        let with = S3Settings::for_footers(&bare, Some(&vended(Some("https://s3.cat"), Some(false))));
+        let with =
+            S3Settings::for_footers(&bare, Some(&vended(Some("https://s3.cat"), Some(false))));
         assert_eq!(with.endpoint.as_deref(), Some("https://s3.cat"));
         assert!(with.virtual_hosted);
         assert_eq!(with.region, "eu-west-3");
@@ -823,7 +828,8 @@ mod tests {
     }
 
     fn io(source: object_store::Error) -> iceberg::Error {
-        iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest").with_source(source)
+        iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest")
+            .with_source(source)
     }
 
     #[test]
@@ -833,7 +839,10 @@ mod tests {
             path: path(),
             source: "403".into(),
         };
-        assert_eq!(classify_iceberg_io(&io(denied)), Some(ErrorCode::AuthFailed));
+        assert_eq!(
+            classify_iceberg_io(&io(denied)),
+            Some(ErrorCode::AuthFailed)
+        );
         let unauthenticated = object_store::Error::Unauthenticated {
             path: path(),
             source: "401".into(),
@@ -846,7 +855,10 @@ mod tests {
             path: path(),
             source: "404".into(),
         };
-        assert_eq!(classify_iceberg_io(&io(missing)), Some(ErrorCode::ObjectMissing));
+        assert_eq!(
+            classify_iceberg_io(&io(missing)),
+            Some(ErrorCode::ObjectMissing)
+        );
         assert_eq!(
             classify_iceberg_io(&io(refused(400))),
             Some(ErrorCode::CatalogRejected)
@@ -856,7 +868,10 @@ mod tests {
             store: "S3",
             source: "Error after 10 retries in 1.403s: 503 Service Unavailable".into(),
         };
-        assert_eq!(classify_iceberg_io(&io(outage)), Some(ErrorCode::Unavailable));
+        assert_eq!(
+            classify_iceberg_io(&io(outage)),
+            Some(ErrorCode::Unavailable)
+        );
         // Wrapped once more, as a manifest write inside an append would be.
         let denied = object_store::Error::PermissionDenied {
             path: path(),
