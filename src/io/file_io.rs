@@ -274,22 +274,23 @@ fn store_failure(op: &str, path: &str, err: object_store::Error) -> iceberg::Err
 /// An I/O error from object_store's writer: the object_store error inside it is unwrapped
 /// (`std::io::Error::source` skips the error it wraps, which would hide it from classification).
 fn write_failure(path: &str, err: std::io::Error) -> iceberg::Error {
-    if err.get_ref().is_some_and(|e| e.is::<object_store::Error>()) {
-        if let Some(inner) = err.into_inner() {
-            if let Ok(store) = inner.downcast::<object_store::Error>() {
-                return store_failure("write", path, *store);
-            }
-        }
-        return iceberg::Error::new(
+    let failed = || {
+        iceberg::Error::new(
             iceberg::ErrorKind::Unexpected,
             format!("S3 write of {path} failed"),
-        );
+        )
+    };
+    if !err.get_ref().is_some_and(|e| e.is::<object_store::Error>()) {
+        return failed().with_source(err);
     }
-    iceberg::Error::new(
-        iceberg::ErrorKind::Unexpected,
-        format!("S3 write of {path} failed"),
-    )
-    .with_source(err)
+    match err
+        .into_inner()
+        .map(|inner| inner.downcast::<object_store::Error>())
+    {
+        Some(Ok(store)) => store_failure("write", path, *store),
+        Some(Err(other)) => failed().with_source(std::io::Error::other(other)),
+        None => failed(),
+    }
 }
 
 impl ObjectStoreStorage {
