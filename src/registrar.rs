@@ -282,7 +282,7 @@ async fn connect_with(
         catalog_uri: config.catalog_uri.clone(),
         http,
         tokens,
-        storage_props: crate::io::store::file_io_props(&config.store),
+        storage_props: crate::io::file_io::file_io_props(&config.store),
         retry: config.retry,
         warehouse: config.catalog_warehouse.clone(),
         headers: config.catalog_headers.clone(),

@@ -26,6 +26,7 @@ use object_store::ObjectStore;
 
 use crate::config::{Secret, StoreConfig};
 use crate::error::Result;
+use crate::io::store::{S3Access, S3Keys};
 
 /// The `config` / `storage-credentials` keys of vended S3 credentials.
 pub const ACCESS_KEY_ID: &str = "s3.access-key-id";
@@ -41,15 +42,11 @@ pub struct VendedCredentials {
     /// The `storage-credentials` prefix they are for; `None` for those of the table's `config`,
     /// which apply wherever no prefix matches.
     prefix: Option<String>,
-    access_key_id: Secret,
-    secret_access_key: Secret,
-    session_token: Option<Secret>,
+    /// The keys, and what the catalog says about the endpoint, region and path-style (the
+    /// `store` section's settings win), as io takes them.
+    s3: S3Access,
     /// `s3.session-token-expires-at-ms`, when the catalog said.
     expires_at_ms: Option<i64>,
-    /// What the catalog says about the endpoint; the `store` section's settings win.
-    endpoint: Option<String>,
-    region: Option<String>,
-    path_style: Option<bool>,
     /// The object_store for footer reads with these credentials, built on first use and dropped
     /// with them when the table is reloaded.
     footer_store: OnceLock<Arc<dyn ObjectStore>>,
@@ -60,10 +57,13 @@ impl std::fmt::Debug for VendedCredentials {
         f.debug_struct("VendedCredentials")
             .field("prefix", &self.prefix)
             .field("keys", &"***")
-            .field("session_token", &self.session_token.as_ref().map(|_| "***"))
+            .field(
+                "session_token",
+                &self.s3.keys.session_token.as_ref().map(|_| "***"),
+            )
             .field("expires_at_ms", &self.expires_at_ms)
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
+            .field("endpoint", &self.s3.endpoint)
+            .field("region", &self.s3.region)
             .finish_non_exhaustive()
     }
 }
@@ -85,83 +85,33 @@ impl VendedCredentials {
         });
         Some(VendedCredentials {
             prefix,
-            access_key_id: Secret::new(id.clone()),
-            secret_access_key: Secret::new(secret.clone()),
-            session_token: config
-                .get(SESSION_TOKEN)
-                .filter(|v| !v.is_empty())
-                .map(|t| Secret::new(t.clone())),
+            s3: S3Access {
+                keys: S3Keys {
+                    access_key_id: Secret::new(id.clone()),
+                    secret_access_key: Secret::new(secret.clone()),
+                    session_token: config
+                        .get(SESSION_TOKEN)
+                        .filter(|v| !v.is_empty())
+                        .map(|t| Secret::new(t.clone())),
+                },
+                endpoint: config.get("s3.endpoint").cloned().filter(|v| !v.is_empty()),
+                region: config.get("s3.region").cloned().filter(|v| !v.is_empty()),
+                path_style: config
+                    .get("s3.path-style-access")
+                    .map(|v| v.eq_ignore_ascii_case("true")),
+            },
             expires_at_ms,
-            endpoint: config.get("s3.endpoint").cloned().filter(|v| !v.is_empty()),
-            region: config.get("s3.region").cloned().filter(|v| !v.is_empty()),
-            path_style: config
-                .get("s3.path-style-access")
-                .map(|v| v.eq_ignore_ascii_case("true")),
             footer_store: OnceLock::new(),
         })
     }
 
-    pub fn access_key_id(&self) -> &Secret {
-        &self.access_key_id
-    }
-
-    pub fn secret_access_key(&self) -> &Secret {
-        &self.secret_access_key
-    }
-
-    pub fn session_token(&self) -> Option<&Secret> {
-        self.session_token.as_ref()
+    /// The keys and placement, for the FileIO and footer reads of the table's objects.
+    pub fn s3(&self) -> &S3Access {
+        &self.s3
     }
 
     pub fn expires_at_ms(&self) -> Option<i64> {
         self.expires_at_ms
-    }
-
-    /// The endpoint, region and path-style setting the catalog sent, for where `store` sets none.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
-
-    pub fn region(&self) -> Option<&str> {
-        self.region.as_deref()
-    }
-
-    pub fn path_style(&self) -> Option<bool> {
-        self.path_style
-    }
-
-    /// FileIO properties with these credentials applied over `props` (the server's config and
-    /// then the `store` section's settings): the vended keys replace any others (the loader that
-    /// carries them is made by [`crate::io::store::take_static_keys`]); endpoint, region and
-    /// path-style come from the catalog only where `props` has none.
-    pub fn apply_to_file_io(&self, props: &mut HashMap<String, String>) {
-        props.insert(
-            ACCESS_KEY_ID.to_string(),
-            self.access_key_id.expose().to_string(),
-        );
-        props.insert(
-            SECRET_ACCESS_KEY.to_string(),
-            self.secret_access_key.expose().to_string(),
-        );
-        match &self.session_token {
-            Some(t) => props.insert(SESSION_TOKEN.to_string(), t.expose().to_string()),
-            None => props.remove(SESSION_TOKEN),
-        };
-        for (key, value) in [
-            ("s3.endpoint", self.endpoint.clone()),
-            ("s3.region", self.region.clone()),
-            (
-                "s3.path-style-access",
-                self.path_style.map(|p| p.to_string()),
-            ),
-        ] {
-            if let Some(v) = value {
-                props.entry(key.to_string()).or_insert(v);
-            }
-        }
-        // Explicit keys: neither ambient AWS config nor instance metadata may replace them.
-        props.insert("s3.disable-config-load".to_string(), "true".to_string());
-        props.insert("s3.disable-ec2-metadata".to_string(), "true".to_string());
     }
 
     /// The object_store for footer reads with these credentials (built once).
@@ -169,7 +119,7 @@ impl VendedCredentials {
         if let Some(s) = self.footer_store.get() {
             return Ok(Arc::clone(s));
         }
-        let built = crate::io::store::vended_object_store(store, bucket, self)?;
+        let built = crate::io::store::vended_object_store(store, bucket, &self.s3)?;
         Ok(Arc::clone(self.footer_store.get_or_init(|| built)))
     }
 }
@@ -375,7 +325,7 @@ mod tests {
         let id = |uri: &str| {
             access
                 .for_uri(uri)
-                .map(|c| c.access_key_id.expose().to_string())
+                .map(|c| c.s3.keys.access_key_id.expose().to_string())
         };
         assert_eq!(id("s3://b/w/t/data/x.parquet").as_deref(), Some("long"));
         assert_eq!(id("s3://b/w/u/x.parquet").as_deref(), Some("short"));

@@ -2,7 +2,8 @@
 //! platform or from `catalog_ca_file`, and the optional client certificate for mutual TLS.
 //!
 //! One client serves the catalog reads, the commits, the schema commits and the token exchange,
-//! so they all present the same certificate and trust the same CAs. The S3 store has its own stack.
+//! so they all present the same certificate and trust the same CAs. S3 (footer reads and
+//! iceberg's FileIO) has its own client, object_store's (`io::store`).
 
 use std::fs;
 use std::io::BufReader;
@@ -14,8 +15,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
 
-/// Installs ring as the process-wide rustls provider. Both ring and aws-lc-rs are compiled in
-/// (opendal brings the latter), so rustls cannot pick one by itself. Idempotent.
+/// Installs ring as the process-wide rustls provider. Only ring is compiled in today (every
+/// HTTP client, the catalog's and object_store's, is reqwest 0.12 with ring), but a dependency
+/// that enabled aws-lc-rs as well would leave rustls unable to pick one by itself, and the
+/// first TLS connection would panic; installing ring explicitly keeps that from ever
+/// happening. Idempotent.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -1,6 +1,7 @@
-//! S3 access for the registrar: an `object_store` client for footer reads and the FileIO
-//! properties iceberg uses for metadata and manifests. Both come from the same `store:` config,
-//! so they reach the same bucket with the same credentials.
+//! S3 access for the registrar: the one `object_store` client builder ([`build_object_store`])
+//! behind footer reads and iceberg's FileIO (metadata, manifest lists, manifests; see
+//! [`crate::io::file_io`]). Both come from the same `store:` config, so they reach the same
+//! bucket with the same credentials, TLS stack and connection bounds.
 //!
 //! Object keys: the key a segment record names is used byte for byte, both for the footer read
 //! ([`object_path`]) and for the data file path registered in the table ([`object_uri`]), so the
@@ -8,16 +9,15 @@
 //! ([`key_problem`]).
 //!
 //! Failures are classified by type: object_store's variants, the HTTP status of an S3 answer
-//! (carried as a typed [`S3Refusal`], see [`object_store`]), opendal's error kinds for FileIO
-//! ([`classify_iceberg_io`]); one pure function maps an S3 status to what the registrar does
-//! ([`status_outcome`]).
+//! (carried as a typed [`S3Refusal`], see [`object_store`]), found in the source chain of
+//! FileIO failures too ([`classify_iceberg_io`]); one pure function maps an S3 status to what
+//! the registrar does ([`status_outcome`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use iceberg_storage_opendal::{AwsCredential, CustomAwsCredentialLoader, ProvideCredential};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 use object_store::client::{
@@ -153,13 +153,24 @@ pub fn status_outcome(status: u16) -> StatusOutcome {
 
 /// An S3 answer object_store has no variant for (a 4xx other than 401/403/404/409/412, or a
 /// redirect), kept typed in the error chain: its status and S3's own error code.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("S3 answered {status}{}", s3_code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Refusal {
     pub status: u16,
     /// The `<Code>` of S3's XML error body (e.g. `KeyTooLongError`), when there is one.
     pub s3_code: Option<String>,
 }
+
+impl std::fmt::Display for S3Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "S3 answered {}", self.status)?;
+        match &self.s3_code {
+            Some(code) => write!(f, " {code}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for S3Refusal {}
 
 /// The [`S3Refusal`] in `err`'s source chain, if any.
 pub fn s3_refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a S3Refusal> {
@@ -304,39 +315,142 @@ pub fn classify_store_error(err: object_store::Error, bucket: &str, key: &str) -
 }
 
 /// Classifies a failure of iceberg's FileIO (metadata, manifest list and manifest reads and
-/// writes) by the opendal error in its source chain: `None` when there is none (not an I/O
-/// failure; the caller decides). Read-only credentials (403) are `auth.failed`, a 404
-/// `object_missing`, temporary failures (5xx, 429, network) `unavailable`, and any other
-/// refusal permanent (`catalog_rejected`: the catalog's storage will not take the request).
+/// writes, which go through [`crate::io::file_io`]) by the storage error in its source chain:
+/// `None` when there is none (not an I/O failure; the caller decides). The same rule as footer
+/// reads: a 404 is `object_missing`, 401/403 (read-only credentials) `auth.failed`, other
+/// refusals permanent (`catalog_rejected`: the catalog's storage will not take the request), and
+/// what is left once object_store's own retries gave up (5xx, 429, transport) `unavailable`.
 pub fn classify_iceberg_io(err: &iceberg::Error) -> Option<ErrorCode> {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = current {
-        if let Some(io) = e.downcast_ref::<opendal::Error>() {
-            return Some(opendal_outcome(io.kind(), io.is_temporary()));
+        if let Some(store) = e.downcast_ref::<object_store::Error>() {
+            return Some(store_error_outcome(store));
+        }
+        if let Some(refusal) = e.downcast_ref::<S3Refusal>() {
+            return Some(refusal_outcome(status_outcome(refusal.status)));
+        }
+        // One of ours (a store that cannot be configured) keeps its code.
+        if let Some(ours) = e.downcast_ref::<Error>() {
+            return Some(ours.code());
         }
         current = e.source();
     }
     None
 }
 
-/// The outcome of an opendal error of `kind` (`temporary` as opendal marks it: 5xx, 429 and
-/// transport failures).
-pub fn opendal_outcome(kind: opendal::ErrorKind, temporary: bool) -> ErrorCode {
-    use opendal::ErrorKind as K;
-    match kind {
-        K::PermissionDenied => ErrorCode::AuthFailed,
-        K::ConfigInvalid => ErrorCode::ConfigInvalid,
-        K::RateLimited => ErrorCode::Unavailable,
-        _ if temporary => ErrorCode::Unavailable,
-        K::NotFound => ErrorCode::ObjectMissing,
-        _ => ErrorCode::CatalogRejected,
+/// The outcome of an object_store failure of iceberg's FileIO, by its variant (and the typed
+/// [`S3Refusal`] the connector puts into it).
+fn store_error_outcome(err: &object_store::Error) -> ErrorCode {
+    use object_store::Error as E;
+    match err {
+        E::NotFound { .. } => ErrorCode::ObjectMissing,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => ErrorCode::AuthFailed,
+        E::UnknownConfigurationKey { .. } => ErrorCode::ConfigInvalid,
+        // A path iceberg built that S3 cannot name, or a request this store will not serve.
+        E::InvalidPath { .. }
+        | E::NotSupported { .. }
+        | E::NotImplemented
+        | E::AlreadyExists { .. }
+        | E::Precondition { .. }
+        | E::NotModified { .. } => ErrorCode::CatalogRejected,
+        _ => match s3_refusal(err) {
+            Some(refusal) => refusal_outcome(status_outcome(refusal.status)),
+            // Transport failures and 5xx/429 that outlasted object_store's retries.
+            None => ErrorCode::Unavailable,
+        },
     }
 }
 
-/// The bucket as an `ObjectStore`. A custom endpoint (a local or self-hosted S3) is addressed
-/// path-style, which is what such servers expect; AWS itself gets virtual-hosted requests.
-/// S3 refusals object_store has no variant for come back as a typed [`S3Refusal`] in the error
-/// chain (see [`classify_store_error`]).
+fn refusal_outcome(outcome: StatusOutcome) -> ErrorCode {
+    match outcome {
+        StatusOutcome::Missing => ErrorCode::ObjectMissing,
+        StatusOutcome::Auth => ErrorCode::AuthFailed,
+        StatusOutcome::ShortObject | StatusOutcome::Rejected => ErrorCode::CatalogRejected,
+        StatusOutcome::Transient => ErrorCode::Unavailable,
+    }
+}
+
+/// Static S3 keys: the `store` section's, the catalog's, or keys vended with a table. `Debug`
+/// shows none of them.
+#[derive(Clone)]
+pub struct S3Keys {
+    pub access_key_id: Secret,
+    pub secret_access_key: Secret,
+    pub session_token: Option<Secret>,
+}
+
+impl std::fmt::Debug for S3Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("S3Keys(***)")
+    }
+}
+
+/// Keys a catalog vended for a table and what it said about where they apply (endpoint,
+/// region, path-style). `catalog::access` builds it from a `loadTable` answer; io knows nothing
+/// of catalogs.
+#[derive(Clone, Debug)]
+pub struct S3Access {
+    pub keys: S3Keys,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub path_style: Option<bool>,
+}
+
+/// How one bucket is reached and signed for, resolved: what [`build_object_store`] turns into a
+/// client. Footer reads and iceberg's FileIO both go through it.
+#[derive(Clone, Debug)]
+pub struct S3Settings {
+    pub region: String,
+    /// A custom endpoint (MinIO, a local server); `None`: AWS.
+    pub endpoint: Option<String>,
+    /// `bucket.host` requests rather than path-style `host/bucket`.
+    pub virtual_hosted: bool,
+    pub allow_http: bool,
+    /// `None`: object_store's own chain (instance metadata, container credentials).
+    pub keys: Option<S3Keys>,
+    /// object_store's own retry settings replaced (tests: no retries).
+    pub retry: Option<object_store::RetryConfig>,
+}
+
+impl S3Settings {
+    /// The settings of footer reads: the `store` section's, and for a table with vended
+    /// credentials, those keys, with the catalog's endpoint, region and path-style where `store`
+    /// sets none. A custom `store` endpoint is addressed path-style, which is what such servers
+    /// expect.
+    pub fn for_footers(store: &StoreConfig, vended: Option<&S3Access>) -> S3Settings {
+        let region = match vended.and_then(|v| v.region.as_deref()) {
+            Some(catalog_region) if !store.region_explicit => catalog_region.to_string(),
+            _ => store.region.clone(),
+        };
+        let (endpoint, virtual_hosted) = match (&store.endpoint, vended) {
+            (Some(endpoint), _) => (Some(endpoint.as_str().to_string()), false),
+            (None, Some(v)) if v.endpoint.is_some() => {
+                (v.endpoint.clone(), !v.path_style.unwrap_or(true))
+            }
+            _ => (None, false),
+        };
+        let keys = match (vended, &store.access_key_id, &store.secret_access_key) {
+            (Some(v), _, _) => Some(v.keys.clone()),
+            (None, Some(id), Some(secret)) => Some(S3Keys {
+                access_key_id: id.clone(),
+                secret_access_key: secret.clone(),
+                session_token: None,
+            }),
+            _ => None,
+        };
+        S3Settings {
+            region,
+            endpoint,
+            virtual_hosted,
+            allow_http: store.allow_http,
+            keys,
+            retry: None,
+        }
+    }
+}
+
+/// The bucket as an `ObjectStore` for footer reads. S3 refusals object_store has no variant for
+/// come back as a typed [`S3Refusal`] in the error chain (see [`classify_store_error`]).
 pub fn object_store(store: &StoreConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
     object_store_with(store, bucket, None)
 }
@@ -348,66 +462,68 @@ pub fn object_store_with(
     bucket: &str,
     retry: Option<object_store::RetryConfig>,
 ) -> Result<Arc<dyn ObjectStore>> {
-    build_object_store(store, bucket, retry, None)
+    let mut settings = S3Settings::for_footers(store, None);
+    settings.retry = retry;
+    build_object_store(&settings, bucket)
 }
 
 /// The bucket as an `ObjectStore` that signs with credentials the catalog vended for a table
-/// (footer reads of that table's objects). The `store` section's endpoint, region and
-/// path-style settings win; the catalog's apply where `store` sets none. The keys go in as a
-/// provider whose `Debug` hides them (object_store's static one prints the key id).
+/// (footer reads of that table's objects), see [`S3Settings::for_footers`].
 pub fn vended_object_store(
     store: &StoreConfig,
     bucket: &str,
-    vended: &crate::catalog::access::VendedCredentials,
+    vended: &S3Access,
 ) -> Result<Arc<dyn ObjectStore>> {
-    build_object_store(store, bucket, None, Some(vended))
+    build_object_store(&S3Settings::for_footers(store, Some(vended)), bucket)
 }
 
-fn build_object_store(
-    store: &StoreConfig,
-    bucket: &str,
-    retry: Option<object_store::RetryConfig>,
-    vended: Option<&crate::catalog::access::VendedCredentials>,
-) -> Result<Arc<dyn ObjectStore>> {
-    let region = match vended.and_then(|v| v.region()) {
-        Some(catalog_region) if !store.region_explicit => catalog_region,
-        _ => store.region.as_str(),
-    };
+/// Connection bounds of every S3 client, the same as the catalog client's (`catalog::tls`): a
+/// peer that does not accept a connection in 10 s, or a request that takes over 60 s (a
+/// manifest or footer is small), fails and is retried by object_store, then by the registrar.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The one S3 client builder: footer reads and iceberg's FileIO (one per bucket) are built
+/// here, so they share the TLS stack (object_store's reqwest with ring), the connection bounds,
+/// the typed refusals ([`S3Refusal`]) and how keys are carried (a provider whose `Debug` hides
+/// them; object_store's static one prints the key id).
+pub fn build_object_store(settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+    let options = ClientOptions::new()
+        .with_allow_http(settings.allow_http)
+        .with_connect_timeout(CONNECT_TIMEOUT)
+        .with_timeout(REQUEST_TIMEOUT)
+        .with_pool_idle_timeout(POOL_IDLE_TIMEOUT);
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
-        .with_region(region)
-        .with_allow_http(store.allow_http);
-    if let Some(endpoint) = &store.endpoint {
-        builder = builder
-            .with_endpoint(endpoint.as_str().trim_end_matches('/'))
-            .with_virtual_hosted_style_request(false);
-    } else if let Some(endpoint) = vended.and_then(|v| v.endpoint()) {
-        builder = builder
-            .with_endpoint(endpoint.trim_end_matches('/'))
-            .with_virtual_hosted_style_request(
-                !vended.and_then(|v| v.path_style()).unwrap_or(true),
-            );
-    }
-    match vended {
-        Some(v) => {
-            builder = builder.with_credentials(Arc::new(VendedKeys(Arc::new(
-                object_store::aws::AwsCredential {
-                    key_id: v.access_key_id().expose().to_string(),
-                    secret_key: v.secret_access_key().expose().to_string(),
-                    token: v.session_token().map(|t| t.expose().to_string()),
-                },
-            ))));
-        }
-        None => {
-            if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
-                builder = builder
-                    .with_access_key_id(id.expose())
-                    .with_secret_access_key(secret.expose());
+        .with_region(&settings.region)
+        .with_client_options(options);
+    let mut virtual_hosted = settings.virtual_hosted;
+    if let Some(endpoint) = &settings.endpoint {
+        let endpoint = endpoint.trim_end_matches('/');
+        let endpoint = match virtual_hosted.then(|| virtual_host_endpoint(endpoint, bucket)) {
+            Some(Some(bucket_endpoint)) => bucket_endpoint,
+            // An IP address (or no URL at all) has no bucket subdomain: path-style.
+            Some(None) => {
+                virtual_hosted = false;
+                endpoint.to_string()
             }
-        }
+            None => endpoint.to_string(),
+        };
+        builder = builder.with_endpoint(endpoint);
     }
-    if let Some(retry) = retry {
-        builder = builder.with_retry(retry);
+    builder = builder.with_virtual_hosted_style_request(virtual_hosted);
+    if let Some(keys) = &settings.keys {
+        builder = builder.with_credentials(Arc::new(HiddenKeys(Arc::new(
+            object_store::aws::AwsCredential {
+                key_id: keys.access_key_id.expose().to_string(),
+                secret_key: keys.secret_access_key.expose().to_string(),
+                token: keys.session_token.as_ref().map(|t| t.expose().to_string()),
+            },
+        ))));
+    }
+    if let Some(retry) = &settings.retry {
+        builder = builder.with_retry(retry.clone());
     }
     let s3 = builder
         .with_http_connector(TypedStatusConnector)
@@ -421,95 +537,36 @@ fn build_object_store(
     Ok(Arc::new(s3))
 }
 
-/// A credential provider for object_store holding vended keys, with a `Debug` that shows none.
-struct VendedKeys(Arc<object_store::aws::AwsCredential>);
+/// The endpoint of `bucket` on a custom S3 server addressed virtual-hosted style
+/// (`https://host` → `https://bucket.host`; object_store expects the bucket in a virtual-hosted
+/// endpoint), or `None` when the host is an IP address (no subdomains) or not a URL.
+fn virtual_host_endpoint(endpoint: &str, bucket: &str) -> Option<String> {
+    let mut url = url::Url::parse(endpoint).ok()?;
+    let host = match url.host()? {
+        url::Host::Domain(host) => host.to_string(),
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) => return None,
+    };
+    if !host.starts_with(&format!("{bucket}.")) {
+        url.set_host(Some(&format!("{bucket}.{host}"))).ok()?;
+    }
+    Some(url.as_str().trim_end_matches('/').to_string())
+}
 
-impl std::fmt::Debug for VendedKeys {
+/// A credential provider for object_store holding static keys, with a `Debug` that shows none.
+struct HiddenKeys(Arc<object_store::aws::AwsCredential>);
+
+impl std::fmt::Debug for HiddenKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("VendedKeys(***)")
+        f.write_str("HiddenKeys(***)")
     }
 }
 
 #[async_trait]
-impl object_store::CredentialProvider for VendedKeys {
+impl object_store::CredentialProvider for HiddenKeys {
     type Credential = object_store::aws::AwsCredential;
 
     async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
         Ok(Arc::clone(&self.0))
-    }
-}
-
-/// FileIO (`s3.*`) properties for the same bucket. The region is left out when `store` does not
-/// set one, so that the catalog's (per-table config or vended credentials) can apply; the
-/// client falls back to the default region itself (see `RestClient::file_io`).
-pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
-    let mut props = HashMap::new();
-    if store.region_explicit {
-        props.insert("s3.region".to_string(), store.region.clone());
-    }
-    if let Some(endpoint) = &store.endpoint {
-        props.insert(
-            "s3.endpoint".to_string(),
-            endpoint.as_str().trim_end_matches('/').to_string(),
-        );
-        props.insert("s3.path-style-access".to_string(), "true".to_string());
-    }
-    if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
-        props.insert("s3.access-key-id".to_string(), id.expose().to_string());
-        props.insert(
-            "s3.secret-access-key".to_string(),
-            secret.expose().to_string(),
-        );
-        // Explicit keys: do not let ambient AWS config or instance metadata override them.
-        props.insert("s3.disable-config-load".to_string(), "true".to_string());
-        props.insert("s3.disable-ec2-metadata".to_string(), "true".to_string());
-    }
-    props
-}
-
-/// Takes static S3 keys out of FileIO properties and returns them as a credential loader for
-/// opendal instead. opendal's own static provider would print the secret key: reqsign logs every
-/// credential provider's `Debug` at debug level, and that one shows its fields.
-pub fn take_static_keys(props: &mut HashMap<String, String>) -> Option<CustomAwsCredentialLoader> {
-    let access_key_id = props.remove("s3.access-key-id");
-    let secret_access_key = props.remove("s3.secret-access-key");
-    let session_token = props.remove("s3.session-token");
-    match (access_key_id, secret_access_key) {
-        (Some(id), Some(secret)) => Some(CustomAwsCredentialLoader::new(StaticKeys {
-            access_key_id: Secret::new(id),
-            secret_access_key: Secret::new(secret),
-            session_token: session_token.map(Secret::new),
-        })),
-        _ => None,
-    }
-}
-
-/// Static S3 keys with a `Debug` that shows none of them.
-struct StaticKeys {
-    access_key_id: Secret,
-    secret_access_key: Secret,
-    session_token: Option<Secret>,
-}
-
-impl std::fmt::Debug for StaticKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StaticKeys(***)")
-    }
-}
-
-impl ProvideCredential for StaticKeys {
-    type Credential = AwsCredential;
-
-    async fn provide_credential(
-        &self,
-        _: &reqsign_core::Context,
-    ) -> reqsign_core::Result<Option<AwsCredential>> {
-        Ok(Some(AwsCredential {
-            access_key_id: self.access_key_id.expose().to_string(),
-            secret_access_key: self.secret_access_key.expose().to_string(),
-            session_token: self.session_token.as_ref().map(|t| t.expose().to_string()),
-            expires_in: None,
-        }))
     }
 }
 
@@ -574,36 +631,89 @@ mod tests {
         assert!(key_problem(&"ü".repeat(MAX_KEY_BYTES / 2 + 1)).is_some());
     }
 
-    #[test]
-    fn a_store_with_vended_keys_shows_none_of_them_in_debug() {
-        let store = StoreConfig {
+    fn store_config(access_key_id: Option<&str>) -> StoreConfig {
+        StoreConfig {
             endpoint: Some("http://127.0.0.1:9000".parse().expect("url")),
             region: "us-east-1".into(),
             region_explicit: true,
             allow_http: true,
-            access_key_id: None,
-            secret_access_key: None,
-        };
-        let config = HashMap::from([
-            ("s3.access-key-id".to_string(), "AKIDVENDED789".to_string()),
-            (
-                "s3.secret-access-key".to_string(),
-                "vended-secret-789".to_string(),
-            ),
-            (
-                "s3.session-token".to_string(),
-                "vended-token-789".to_string(),
-            ),
-        ]);
-        let access =
-            crate::catalog::access::TableAccess::from_load(None, &config, 1, 0).expect("vended");
-        let creds = access.for_uri("s3://b/k").expect("credentials");
-        let s3 = vended_object_store(&store, "b", creds).expect("store");
-        let shown = format!("{s3:?}");
-        for secret in ["AKIDVENDED789", "vended-secret-789", "vended-token-789"] {
+            access_key_id: access_key_id.map(Secret::new),
+            secret_access_key: access_key_id.map(|_| Secret::new("store-secret-456")),
+        }
+    }
+
+    fn vended(endpoint: Option<&str>, path_style: Option<bool>) -> S3Access {
+        S3Access {
+            keys: S3Keys {
+                access_key_id: Secret::new("AKIDVENDED789"),
+                secret_access_key: Secret::new("vended-secret-789"),
+                session_token: Some(Secret::new("vended-token-789")),
+            },
+            endpoint: endpoint.map(str::to_string),
+            region: Some("eu-west-3".to_string()),
+            path_style,
+        }
+    }
+
+    #[test]
+    fn no_store_shows_its_keys_in_debug() {
+        let s3 = vended_object_store(&store_config(None), "b", &vended(None, None)).expect("store");
+        let own = object_store(&store_config(Some("AKIDSTORE456")), "b").expect("store");
+        let shown = format!("{s3:?} {own:?} {:?}", vended(None, None));
+        for secret in [
+            "AKIDVENDED789",
+            "vended-secret-789",
+            "vended-token-789",
+            "AKIDSTORE456",
+            "store-secret-456",
+        ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
-        assert!(shown.contains("VendedKeys(***)"), "{shown}");
+        assert!(shown.contains("HiddenKeys(***)"), "{shown}");
+    }
+
+    #[test]
+    fn footer_settings_let_the_store_section_win_over_the_catalog() {
+        let store = store_config(Some("AKIDSTORE456"));
+        let own = S3Settings::for_footers(&store, None);
+        assert_eq!(own.endpoint.as_deref(), Some("http://127.0.0.1:9000/"));
+        assert!(!own.virtual_hosted);
+        let id = |s: &S3Settings| {
+            s.keys
+                .as_ref()
+                .map(|k| k.access_key_id.expose().to_string())
+        };
+        assert_eq!(id(&own).as_deref(), Some("AKIDSTORE456"));
+        // Vended keys replace the store's; the store's endpoint and explicit region stay.
+        let with = S3Settings::for_footers(&store, Some(&vended(Some("https://s3.cat"), None)));
+        assert_eq!(id(&with).as_deref(), Some("AKIDVENDED789"));
+        assert_eq!(with.endpoint, own.endpoint);
+        assert_eq!(with.region, "us-east-1");
+        // Where the store sets none, the catalog's placement applies.
+        let bare = StoreConfig {
+            endpoint: None,
+            region_explicit: false,
+            ..store
+        };
+        let with =
+            S3Settings::for_footers(&bare, Some(&vended(Some("https://s3.cat"), Some(false))));
+        assert_eq!(with.endpoint.as_deref(), Some("https://s3.cat"));
+        assert!(with.virtual_hosted);
+        assert_eq!(with.region, "eu-west-3");
+    }
+
+    #[test]
+    fn virtual_hosted_endpoints_carry_the_bucket_in_the_host() {
+        assert_eq!(
+            virtual_host_endpoint("https://s3.example.com", "b").as_deref(),
+            Some("https://b.s3.example.com")
+        );
+        assert_eq!(
+            virtual_host_endpoint("https://b.s3.example.com:8443", "b").as_deref(),
+            Some("https://b.s3.example.com:8443")
+        );
+        assert_eq!(virtual_host_endpoint("http://127.0.0.1:9000", "b"), None);
+        assert_eq!(virtual_host_endpoint("not a url", "b"), None);
     }
 
     #[test]
@@ -717,59 +827,78 @@ mod tests {
         );
     }
 
-    #[test]
-    fn opendal_outcomes() {
-        use opendal::ErrorKind as K;
-        assert_eq!(
-            opendal_outcome(K::PermissionDenied, false),
-            ErrorCode::AuthFailed
-        );
-        assert_eq!(
-            opendal_outcome(K::NotFound, false),
-            ErrorCode::ObjectMissing
-        );
-        assert_eq!(
-            opendal_outcome(K::RateLimited, true),
-            ErrorCode::Unavailable
-        );
-        assert_eq!(opendal_outcome(K::Unexpected, true), ErrorCode::Unavailable);
-        assert_eq!(
-            opendal_outcome(K::Unexpected, false),
-            ErrorCode::CatalogRejected
-        );
-        assert_eq!(
-            opendal_outcome(K::ConfigInvalid, false),
-            ErrorCode::ConfigInvalid
-        );
+    fn io(source: object_store::Error) -> iceberg::Error {
+        iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest")
+            .with_source(source)
     }
 
     #[test]
-    fn iceberg_io_errors_are_classified_through_their_source_chain() {
-        // What iceberg-storage-opendal builds from an opendal failure (`from_opendal_error`).
-        let io = |kind, temporary: bool| {
-            let mut e = opendal::Error::new(kind, "S3 answered");
-            if temporary {
-                e = e.set_temporary();
-            }
-            iceberg::Error::new(
-                iceberg::ErrorKind::Unexpected,
-                "Failure in doing io operation",
-            )
-            .with_source(e)
+    fn iceberg_io_errors_are_classified_by_the_store_error_in_their_chain() {
+        let path = || "p/m.avro".to_string();
+        let denied = object_store::Error::PermissionDenied {
+            path: path(),
+            source: "403".into(),
         };
         assert_eq!(
-            classify_iceberg_io(&io(opendal::ErrorKind::PermissionDenied, false)),
+            classify_iceberg_io(&io(denied)),
             Some(ErrorCode::AuthFailed)
         );
+        let unauthenticated = object_store::Error::Unauthenticated {
+            path: path(),
+            source: "401".into(),
+        };
         assert_eq!(
-            classify_iceberg_io(&io(opendal::ErrorKind::Unexpected, true)),
+            classify_iceberg_io(&io(unauthenticated)),
+            Some(ErrorCode::AuthFailed)
+        );
+        let missing = object_store::Error::NotFound {
+            path: path(),
+            source: "404".into(),
+        };
+        assert_eq!(
+            classify_iceberg_io(&io(missing)),
+            Some(ErrorCode::ObjectMissing)
+        );
+        assert_eq!(
+            classify_iceberg_io(&io(refused(400))),
+            Some(ErrorCode::CatalogRejected)
+        );
+        // After object_store's own retries: an outage (the text holding "403" changes nothing).
+        let outage = object_store::Error::Generic {
+            store: "S3",
+            source: "Error after 10 retries in 1.403s: 503 Service Unavailable".into(),
+        };
+        assert_eq!(
+            classify_iceberg_io(&io(outage)),
             Some(ErrorCode::Unavailable)
         );
         // Wrapped once more, as a manifest write inside an append would be.
-        let outer = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing the manifest")
-            .with_source(io(opendal::ErrorKind::PermissionDenied, false));
+        let denied = object_store::Error::PermissionDenied {
+            path: path(),
+            source: "403".into(),
+        };
+        let outer = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "appending")
+            .with_source(io(denied));
         assert_eq!(classify_iceberg_io(&outer), Some(ErrorCode::AuthFailed));
+        // A store that cannot be configured keeps our code.
+        let ours = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "building the store")
+            .with_source(Error::config_invalid("bad endpoint"));
+        assert_eq!(classify_iceberg_io(&ours), Some(ErrorCode::ConfigInvalid));
         let plain = iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "not io");
         assert_eq!(classify_iceberg_io(&plain), None);
+    }
+
+    #[test]
+    fn refusals_read_like_s3_answers() {
+        let with_code = S3Refusal {
+            status: 400,
+            s3_code: Some("KeyTooLongError".to_string()),
+        };
+        assert_eq!(with_code.to_string(), "S3 answered 400 KeyTooLongError");
+        let bare = S3Refusal {
+            status: 416,
+            s3_code: None,
+        };
+        assert_eq!(bare.to_string(), "S3 answered 416");
     }
 }

@@ -260,7 +260,7 @@ async fn create_where_catalog_says(
     }
 }
 
-/// A failed write of the first metadata file, by the opendal error behind it: a refusal is
+/// A failed write of the first metadata file, by the storage error behind it: a refusal is
 /// fatal (retrying would be refused again), an outage is retried.
 fn write_failure(path: &str, e: &iceberg::Error) -> Error {
     match crate::io::store::classify_iceberg_io(e) {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableRequirement, TableUpdate};
@@ -19,7 +19,6 @@ use iceberg_catalog_rest::{
     CommitTableRequest, CommitTableResponse, CreateNamespaceRequest, CreateTableRequest,
     LoadTableResult, RegisterTableRequest,
 };
-use iceberg_storage_opendal::OpenDalStorageFactory;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use url::Url;
@@ -285,21 +284,11 @@ impl RestClient {
         server_config: HashMap<String, String>,
         vended: Option<&VendedCredentials>,
     ) -> FileIO {
-        let mut props = server_config;
-        props.extend(self.inner.storage_props.clone());
-        if let Some(vended) = vended {
-            vended.apply_to_file_io(&mut props);
-        }
-        props
-            .entry("s3.region".to_string())
-            .or_insert_with(|| "us-east-1".to_string());
-        // Keys travel as a loader that never prints them, not as properties (see take_static_keys).
-        let keys = crate::io::store::take_static_keys(&mut props);
-        FileIOBuilder::new(Arc::new(OpenDalStorageFactory::S3 {
-            customized_credential_load: keys,
-        }))
-        .with_props(props)
-        .build()
+        crate::io::file_io::table_file_io(
+            server_config,
+            &self.inner.storage_props,
+            vended.map(VendedCredentials::s3),
+        )
     }
 
     /// Creates the namespace (all levels) if it is absent.
