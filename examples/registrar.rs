@@ -114,9 +114,9 @@ fn release_freed_memory() {
 }
 
 fn main() -> ExitCode {
-    // Library errors capture a backtrace when RUST_BACKTRACE is set: opendal's retry layer (S3
-    // writes of iceberg's FileIO) logs each retried error with `{:?}`, which prints it, so a 20 s
-    // S3 outage printed ~1,700 lines. RUST_LIB_BACKTRACE=0 turns off capture in library errors
+    // Library errors capture a backtrace when RUST_BACKTRACE is set, and a dependency that logs
+    // a retried error with `{:?}` prints it (opendal's retry layer, under the FileIO the
+    // registrar once used, printed ~1,700 lines for a 20 s S3 outage). RUST_LIB_BACKTRACE=0 turns off capture in library errors
     // only; panics still print their backtrace under RUST_BACKTRACE. Set before any thread starts
     // (the runtime is built below), which is what makes `set_var` sound.
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {

@@ -1,7 +1,7 @@
 //! The registrar's metrics: names, kinds, labels and help texts, in one table.
 //!
 //! The actors emit through the `metrics` crate facade, so an embedding host chooses the recorder
-//! (the standalone runner installs a Prometheus one, see [`crate::ops::http`]). Call
+//! (the standalone runner installs a Prometheus one, see `ops::http`, feature `runner`). Call
 //! [`describe`] once after installing a recorder: it gives every metric its help text and unit.
 //! Names follow Prometheus conventions: a `thadam_iceberg_` prefix, `_total` on counters, the
 //! unit (`_seconds`, `_bytes`) last before it; per-table series carry a `table` label
