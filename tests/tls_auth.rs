@@ -464,8 +464,8 @@ async fn a_419_for_an_expired_token_is_renewed_once() {
 /// backoff), and a burst of 401s on one token causes one exchange, shared by all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchange() {
+    use thadam_iceberg::actors::token_refresher::RefreshedToken;
     use thadam_iceberg::catalog::auth::TokenSource;
-    use thadam_iceberg::catalog::auth::refreshed::RefreshedToken;
     use thadam_iceberg::catalog::tls::{TlsSettings, catalog_http_client};
     use thadam_iceberg::config::RetryPolicy;
 

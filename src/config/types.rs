@@ -191,7 +191,7 @@ pub struct StoreConfig {
     pub region_explicit: bool,
     /// Whether an `http://` endpoint is allowed. Default false.
     pub allow_http: bool,
-    /// Set together with `secret_access_key`, or neither (then the ambient AWS chain applies).
+    /// Set together with `secret_access_key`, or neither (then the instance metadata service is asked for credentials).
     pub access_key_id: Option<Secret>,
     /// Set together with `access_key_id`, or neither.
     pub secret_access_key: Option<Secret>,

@@ -406,7 +406,8 @@ pub struct S3Settings {
     /// `bucket.host` requests rather than path-style `host/bucket`.
     pub virtual_hosted: bool,
     pub allow_http: bool,
-    /// `None`: object_store's own chain (instance metadata, container credentials).
+    /// `None`: the instance metadata service (object_store built without `from_env`, so no
+    /// `AWS_*` variables, container credentials or `~/.aws` files).
     pub keys: Option<S3Keys>,
     /// object_store's own retry settings replaced (tests: no retries).
     pub retry: Option<object_store::RetryConfig>,

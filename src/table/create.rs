@@ -267,7 +267,7 @@ fn write_failure(path: &str, e: &iceberg::Error) -> Error {
         Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
             "writing table metadata {path} was refused by the store: {e}; creating a table at the \
              shipper's location needs store credentials that may write there \
-             (store.access_key_id / store.secret_access_key, or the ambient AWS chain). A catalog \
+             (store.access_key_id / store.secret_access_key, or instance metadata credentials). A catalog \
              vends credentials only for tables that exist: with vended credentials only, set \
              table_location: catalog (the catalog writes the first metadata) or create the table \
              first"

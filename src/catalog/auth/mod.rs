@@ -3,11 +3,10 @@
 //! Every catalog request (loads, commits, schema commits, namespace creation, registration) asks
 //! one [`TokenSource`] for the current bearer token. A static `catalog_token` never changes
 //! ([`StaticToken`]); an OAuth2 `catalog_credential` is served by the token refresher actor
-//! ([`refreshed::RefreshedToken`]), which renews it before it expires and once more when the
+//! (`actors::token_refresher::RefreshedToken`), which renews it before it expires and once more when the
 //! catalog says it did.
 
 pub mod oauth2;
-pub mod refreshed;
 
 use std::fmt;
 use std::sync::Arc;

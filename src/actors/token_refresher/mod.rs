@@ -2,7 +2,7 @@
 //!
 //! It exchanges the client credentials at the token endpoint as soon as it starts, publishes the
 //! token on a `watch` channel (every catalog request reads it from there, through
-//! [`crate::catalog::auth::refreshed::RefreshedToken`]), and exchanges again at 80% of the token's
+//! [`RefreshedToken`]), and exchanges again at 80% of the token's
 //! `expires_in`, so a healthy service never sends an expired token. When the catalog still answers
 //! 401, the request asks for a renewal ([`TokenRefresherMsg::Renew`]); renewals carry the
 //! rejected token's generation, so a burst of 401s on one token causes one exchange and the rest
@@ -12,6 +12,10 @@
 //! while the current token, if any, stays published; a fatal one (401/403 from the token
 //! endpoint, an untrusted certificate) is published as [`TokenState::Failed`], which every later
 //! request returns and [`follow_registrar`] reports to the supervisor.
+
+mod handle;
+
+pub use handle::RefreshedToken;
 
 use std::time::Duration;
 
@@ -314,7 +318,6 @@ mod tests {
 
     use super::*;
     use crate::catalog::auth::TokenSource;
-    use crate::catalog::auth::refreshed::RefreshedToken;
     use crate::config::{OAuth2Credential, Secret};
     use crate::error::ErrorCode;
 

@@ -1,5 +1,5 @@
 //! [`RefreshedToken`]: the [`TokenSource`] of a `catalog_credential`, backed by the token
-//! refresher actor (`crate::actors::token_refresher`).
+//! refresher actor, its handle: what the catalog client holds.
 //!
 //! `current()` reads the token the refresher last published (waiting for the first exchange);
 //! `renew_after_rejection()` asks the refresher for a token newer than the rejected one. Dropping
@@ -13,7 +13,8 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::watch;
 
-use crate::actors::token_refresher::{self, TokenRefresherMsg, TokenState};
+use super::{TokenRefresherMsg, TokenState};
+use crate::actors::token_refresher;
 use crate::catalog::auth::oauth2::TokenEndpoint;
 use crate::catalog::auth::{BearerToken, TokenSource};
 use crate::config::{OAuth2Credential, RetryPolicy};
