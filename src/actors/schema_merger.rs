@@ -21,6 +21,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
+use crate::catalog::commit_retry::{Failures, Next, after_failure};
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
@@ -96,6 +97,7 @@ async fn reconcile(
     // The newest version of the table this merger took from the catalog (a creation, a reload):
     // the committer must adopt it even when the file then needs no change.
     let mut latest: Option<Table> = None;
+    let mut failures = Failures::default();
     let mut metadata = match current {
         Some(m) => {
             warn_if_partition_by_ignored(ctx, name, &m);
@@ -178,29 +180,36 @@ async fn reconcile(
             c = ctx.client.commit(name, requirements, updates, None) => c,
             _ = shutdown.requested() => return Err(shutting_down()),
         };
-        match committed {
+        let failure = match committed {
             Ok(t) => {
                 metrics::counter!("thadam_iceberg_schema_changes_total", "table" => name.to_string())
                     .increment(1);
                 tracing::info!(table = %name, schema_id = t.metadata().current_schema_id(), "schema evolved");
                 return Ok(SchemaChange::Changed(Box::new(t)));
             }
-            // Someone else changed the table, or we do not know whether our change landed:
-            // reload and derive the change again against what the table is now.
-            Err(CommitError::Conflict(why)) => {
-                tracing::info!(table = %name, "schema commit conflicted ({why}); reloading");
+            Err(failure) => failure,
+        };
+        // Someone else changed the table, or we do not know whether our change landed: reload
+        // and derive the change again against what the table is now, after the same pause an
+        // append takes (growing with each failure in a row).
+        let (next, after) = after_failure(&failure, failures, ctx.retry(), rand::random());
+        failures = after;
+        let delay = match (next, failure) {
+            (Next::Stop, CommitError::Fatal(e)) => return Err(e),
+            (Next::Stop, _) => return Err(Error::internal("a retryable schema commit stopped")),
+            (Next::Reload { delay }, CommitError::Conflict(why)) => {
+                tracing::info!(table = %name, ?delay, "schema commit conflicted ({why}); reloading");
+                delay
             }
-            Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => {
+            (Next::Reload { delay }, CommitError::Unknown(e) | CommitError::NotApplied(e)) => {
                 crate::runtime::retry::count_retry(Op::SchemaCommit, e.retry_cause());
-                tracing::warn!(table = %name, "schema commit outcome unknown or failed ({e}); reloading");
-                if !shutdown
-                    .sleep(crate::runtime::retry::delay_for(ctx.retry(), 0, &e))
-                    .await
-                {
-                    return Err(shutting_down());
-                }
+                tracing::warn!(table = %name, ?delay, "schema commit outcome unknown or failed ({e}); reloading");
+                delay
             }
-            Err(CommitError::Fatal(e)) => return Err(e),
+            (Next::Reload { delay }, CommitError::Fatal(_)) => delay,
+        };
+        if !shutdown.sleep(delay).await {
+            return Err(shutting_down());
         }
         let reloaded = retry_transient(
             Op::Load,

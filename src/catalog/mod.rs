@@ -11,6 +11,7 @@
 pub mod access;
 pub mod adapter;
 pub mod auth;
+pub mod commit_retry;
 pub mod outcome;
 pub mod rest;
 pub mod sigv4;

@@ -11,9 +11,10 @@ use iceberg::table::Table;
 use super::CommitterState;
 use crate::catalog::CommitError;
 use crate::catalog::adapter::CommitAdapter;
+use crate::catalog::commit_retry::{Failures, Next, after_failure, outcome_label};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::segment::UploadedSegment;
-use crate::runtime::retry::{Op, conflict_backoff, retry_transient};
+use crate::runtime::retry::{Op, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::{ReadySegment, data_file, preparation_failure, prepare_append};
 use crate::table::committed::Decision;
@@ -27,7 +28,11 @@ impl CommitterState {
     pub(super) async fn commit_batch(&mut self, batch: Vec<ReadySegment>) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
-        let mut attempt: u32 = 0;
+        // Outages count per batch; conflicts across batches until a commit succeeds.
+        let mut failures = Failures {
+            conflicts: self.conflicts,
+            outages: 0,
+        };
         let started = std::time::Instant::now();
         self.last_commit = Some(started);
         loop {
@@ -126,39 +131,37 @@ impl CommitterState {
                     }
                 },
             };
-            let outcome_label = match &failure {
-                CommitError::Conflict(_) => "conflict",
-                CommitError::Unknown(_) => "unknown_state",
-                CommitError::NotApplied(_) => "failed",
-                CommitError::Fatal(_) => "fatal",
-            };
-            metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label)
+            metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label(&failure))
                 .increment(1);
-            match failure {
-                CommitError::Fatal(e) => return Err(e),
+            let before = failures;
+            let (next, after) = after_failure(&failure, failures, ctx.retry(), rand::random());
+            failures = after;
+            self.conflicts = failures.conflicts;
+            let Next::Reload { delay } = next else {
+                return Err(match failure {
+                    CommitError::Fatal(e)
+                    | CommitError::Unknown(e)
+                    | CommitError::NotApplied(e) => e,
+                    CommitError::Conflict(why) => Error::internal(why),
+                });
+            };
+            match &failure {
+                // Another writer got there first: the jittered pause lets writers contending
+                // for one table take turns instead of colliding again.
                 CommitError::Conflict(why) => {
-                    // Another writer got there first. Back off a little, with jitter, so that
-                    // writers contending for one table take turns instead of colliding again.
-                    let delay = conflict_backoff(self.conflicts, ctx.retry().max, rand::random());
-                    self.conflicts = self.conflicts.saturating_add(1);
                     tracing::info!(table = %self.name, ?delay, "append conflicted ({why}); reloading and rebuilding");
-                    if !shutdown.sleep(delay).await {
-                        return Err(Error::cancelled());
-                    }
                 }
                 CommitError::Unknown(e) | CommitError::NotApplied(e) => {
                     crate::runtime::retry::count_retry(Op::Append, e.retry_cause());
-                    tracing::warn!(table = %self.name, attempt, "append did not complete ({e}); reloading and reconciling");
+                    tracing::warn!(table = %self.name, attempt = before.outages, ?delay, "append did not complete ({e}); reloading and reconciling");
                     self.ctx().status.update(&self.name.to_string(), |s| {
                         s.last_error = Some(e.to_string())
                     });
-                    // The server's Retry-After, when it sent one, instead of the backoff.
-                    let delay = crate::runtime::retry::delay_for(ctx.retry(), attempt, &e);
-                    if !shutdown.sleep(delay).await {
-                        return Err(Error::cancelled());
-                    }
-                    attempt = attempt.saturating_add(1);
                 }
+                CommitError::Fatal(_) => {}
+            }
+            if !shutdown.sleep(delay).await {
+                return Err(Error::cancelled());
             }
             self.reload(&mut shutdown).await?;
         }
