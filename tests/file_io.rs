@@ -5,11 +5,13 @@
 //! the caller classified by type with no key in sight.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use iceberg::io::FileIO;
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::config::{Secret, StoreConfig};
+use thadam_iceberg::io::clients::S3Clients;
 use thadam_iceberg::io::file_io::{file_io_props, table_file_io};
 use thadam_iceberg::io::store::{S3Access, S3Keys, classify_iceberg_io};
 
@@ -40,7 +42,13 @@ fn right_store() -> StoreConfig {
 }
 
 fn file_io(store: &StoreConfig, vended: Option<&S3Access>) -> FileIO {
-    table_file_io(HashMap::new(), &file_io_props(store), vended)
+    // A client cache of its own: each FileIO here builds its client as its keys say.
+    table_file_io(
+        HashMap::new(),
+        &file_io_props(store),
+        vended,
+        &Arc::new(S3Clients::default()),
+    )
 }
 
 fn vended(secret: &str) -> S3Access {

@@ -7,12 +7,13 @@
 //! A FileIO is built per table by [`table_file_io`] from FileIO properties (`s3.endpoint`,
 //! `s3.region`, `s3.path-style-access`, ...; the catalog's, then ours, then what was vended with
 //! the table). Keys never stay in the properties, which iceberg keeps in a `StorageConfig` whose
-//! `Debug` prints them: they travel in the factory as [`S3Keys`]. The storage builds one
-//! object_store client per bucket, on first use.
+//! `Debug` prints them: they travel in the factory as [`S3Keys`]. The storage takes one
+//! object_store client per bucket, on first use, from the [`S3Clients`] the FileIOs of one
+//! catalog client share (a commit's new FileIO reuses the client and connections of the last).
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -29,7 +30,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 
 use crate::config::{Secret, StoreConfig};
-use crate::io::store::{S3Access, S3Keys, S3Settings, build_object_store};
+use crate::io::clients::S3Clients;
+use crate::io::store::{S3Access, S3Keys, S3Settings};
 
 /// FileIO property keys (iceberg's names).
 pub const ENDPOINT: &str = "s3.endpoint";
@@ -75,11 +77,12 @@ pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
 /// The FileIO of a table. `server_config` (the catalog's config for it) comes first so that
 /// `ours` ([`file_io_props`]: endpoint, keys) win: REST servers rarely know the S3 endpoint we
 /// see. Credentials vended with the table replace any other keys; their endpoint, region and
-/// path-style apply only where neither sets one.
+/// path-style apply only where neither sets one. Its S3 clients come from `clients`.
 pub fn table_file_io(
     server_config: HashMap<String, String>,
     ours: &HashMap<String, String>,
     vended: Option<&S3Access>,
+    clients: &Arc<S3Clients>,
 ) -> FileIO {
     let mut props = server_config;
     props.remove(ALLOW_HTTP);
@@ -104,9 +107,13 @@ pub fn table_file_io(
     props
         .entry(REGION.to_string())
         .or_insert_with(|| DEFAULT_REGION.to_string());
-    FileIOBuilder::new(Arc::new(ObjectStoreStorageFactory { keys, allow_http }))
-        .with_props(props)
-        .build()
+    FileIOBuilder::new(Arc::new(ObjectStoreStorageFactory {
+        keys,
+        allow_http,
+        clients: Arc::clone(clients),
+    }))
+    .with_props(props)
+    .build()
 }
 
 /// Removes every key property from `props`, returning the keys when both halves were there.
@@ -158,6 +165,7 @@ const NOT_SERIALISABLE: &str = "the registrar's S3 FileIO holds credentials and 
 pub struct ObjectStoreStorageFactory {
     keys: Option<S3Keys>,
     allow_http: bool,
+    clients: Arc<S3Clients>,
 }
 
 impl Serialize for ObjectStoreStorageFactory {
@@ -178,14 +186,14 @@ impl StorageFactory for ObjectStoreStorageFactory {
         Ok(Arc::new(ObjectStoreStorage {
             inner: Arc::new(Inner {
                 settings: settings(config.props(), self),
-                stores: Mutex::new(HashMap::new()),
+                clients: Arc::clone(&self.clients),
             }),
         }))
     }
 }
 
 /// iceberg's `Storage` over object_store: `s3://bucket/key` (or `s3a://`, `s3n://`, as Java
-/// accepts) paths, one client per bucket. Cheap to clone (input and output files hold one).
+/// accepts) paths, one shared client per bucket. Cheap to clone (input and output files hold one).
 #[derive(Clone)]
 pub struct ObjectStoreStorage {
     inner: Arc<Inner>,
@@ -193,7 +201,7 @@ pub struct ObjectStoreStorage {
 
 struct Inner {
     settings: S3Settings,
-    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    clients: Arc<S3Clients>,
 }
 
 impl std::fmt::Debug for ObjectStoreStorage {
@@ -294,26 +302,20 @@ fn write_failure(path: &str, err: std::io::Error) -> iceberg::Error {
 }
 
 impl ObjectStoreStorage {
-    /// The client of `bucket`, built on first use with the same builder as footer reads.
+    /// The client of `bucket`: the shared one for these settings, built on first use with the
+    /// same builder as footer reads.
     fn store(&self, bucket: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
-        let mut stores = self
-            .inner
-            .stores
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(store) = stores.get(bucket) {
-            return Ok(Arc::clone(store));
-        }
-        let store = build_object_store(&self.inner.settings, bucket).map_err(|e| {
-            iceberg::Error::new(
-                iceberg::ErrorKind::Unexpected,
-                format!("cannot reach bucket {bucket}"),
-            )
-            // Ours (config.invalid), classified by its code.
-            .with_source(e)
-        })?;
-        stores.insert(bucket.to_string(), Arc::clone(&store));
-        Ok(store)
+        self.inner
+            .clients
+            .get(&self.inner.settings, bucket)
+            .map_err(|e| {
+                iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    format!("cannot reach bucket {bucket}"),
+                )
+                // Ours (config.invalid), classified by its code.
+                .with_source(e)
+            })
     }
 
     fn open(&self, path: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
@@ -526,6 +528,10 @@ impl FileWrite for ObjectWriter {
 mod tests {
     use super::*;
 
+    fn clients() -> Arc<S3Clients> {
+        Arc::new(S3Clients::default())
+    }
+
     fn store_config() -> StoreConfig {
         StoreConfig {
             endpoint: Some("http://127.0.0.1:9000".parse().expect("url")),
@@ -579,6 +585,7 @@ mod tests {
                 server.clone(),
                 &file_io_props(&store_config()),
                 vended.as_ref(),
+                &clients(),
             );
             let shown = format!(
                 "{file_io:?} {:?} {}",
@@ -604,6 +611,7 @@ mod tests {
             HashMap::from([(ENDPOINT.to_string(), "https://elsewhere".to_string())]),
             &file_io_props(&store_config()),
             Some(&vended()),
+            &clients(),
         );
         let config = file_io.config();
         assert_eq!(
@@ -618,6 +626,7 @@ mod tests {
         let factory = ObjectStoreStorageFactory {
             keys: Some(vended().keys),
             allow_http: true,
+            clients: clients(),
         };
         let s = settings(config.props(), &factory);
         assert!(!s.virtual_hosted);
@@ -632,7 +641,12 @@ mod tests {
             secret_access_key: None,
             ..store_config()
         };
-        let file_io = table_file_io(HashMap::new(), &file_io_props(&bare), Some(&vended()));
+        let file_io = table_file_io(
+            HashMap::new(),
+            &file_io_props(&bare),
+            Some(&vended()),
+            &clients(),
+        );
         let s = settings(file_io.config().props(), &factory);
         assert_eq!(s.endpoint.as_deref(), Some("https://s3.catalog.example"));
         assert_eq!(s.region, "ap-south-1");
@@ -648,7 +662,7 @@ mod tests {
             allow_http: false,
             ..store_config()
         };
-        let file_io = table_file_io(server, &file_io_props(&store), None);
+        let file_io = table_file_io(server, &file_io_props(&store), None, &clients());
         assert!(file_io.config().get(ALLOW_HTTP).is_none());
         assert!(factory_keys(&file_io).contains("allow_http: false"));
     }
@@ -662,7 +676,7 @@ mod tests {
                 "vended-secret-456".to_string(),
             ),
         ]);
-        let file_io = table_file_io(server, &HashMap::new(), None);
+        let file_io = table_file_io(server, &HashMap::new(), None, &clients());
         assert!(file_io.config().get(ACCESS_KEY_ID).is_none());
         assert_eq!(
             file_io.config().get(REGION).map(String::as_str),
@@ -702,10 +716,16 @@ mod tests {
 
     #[test]
     fn the_storage_is_not_serialisable() {
-        let file_io = table_file_io(HashMap::new(), &file_io_props(&store_config()), None);
+        let file_io = table_file_io(
+            HashMap::new(),
+            &file_io_props(&store_config()),
+            None,
+            &clients(),
+        );
         let storage = ObjectStoreStorageFactory {
             keys: Some(vended().keys),
             allow_http: false,
+            clients: clients(),
         }
         .build(file_io.config())
         .expect("storage");
@@ -714,6 +734,7 @@ mod tests {
         let factory: Arc<dyn StorageFactory> = Arc::new(ObjectStoreStorageFactory {
             keys: Some(vended().keys),
             allow_http: false,
+            clients: clients(),
         });
         let err = serde_json::to_string(&factory).expect_err("refused");
         for secret in SECRETS {
@@ -731,8 +752,9 @@ mod tests {
         let factory = ObjectStoreStorageFactory {
             keys: Some(vended().keys),
             allow_http: true,
+            clients: clients(),
         };
-        let file_io = table_file_io(HashMap::new(), &file_io_props(&store), None);
+        let file_io = table_file_io(HashMap::new(), &file_io_props(&store), None, &clients());
         let mut s = settings(file_io.config().props(), &factory);
         s.retry = Some(object_store::RetryConfig {
             max_retries: 0,
@@ -741,7 +763,7 @@ mod tests {
         let storage = ObjectStoreStorage {
             inner: Arc::new(Inner {
                 settings: s,
-                stores: Mutex::new(HashMap::new()),
+                clients: clients(),
             }),
         };
         let out = storage

@@ -372,7 +372,7 @@ fn refusal_outcome(outcome: StatusOutcome) -> ErrorCode {
 
 /// Static S3 keys: the `store` section's, the catalog's, or keys vended with a table. `Debug`
 /// shows none of them.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct S3Keys {
     pub access_key_id: Secret,
     pub secret_access_key: Secret,

@@ -28,6 +28,7 @@ use crate::catalog::auth::SharedTokenSource;
 use crate::catalog::outcome::{CallKind, StatusOutcome, classify_status};
 use crate::config::RetryPolicy;
 use crate::error::{Error, ErrorCode, Result};
+use crate::io::clients::S3Clients;
 use crate::runtime::retry::{Op, delay_for, note_retry};
 
 /// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
@@ -108,6 +109,9 @@ struct Inner {
     /// How requests reach the catalog: URLs, headers, the token or signature, 401 renewal.
     transport: Transport,
     storage_props: HashMap<String, String>,
+    /// The S3 clients of every FileIO this client makes: a commit's new `Table` reuses the
+    /// client and connections of the last (see `io::clients`).
+    s3_clients: Arc<S3Clients>,
     idempotency_keys: bool,
     retry: RetryPolicy,
     /// The credentials the catalog vended with each table's last load (see `catalog::access`
@@ -147,6 +151,7 @@ impl RestClient {
                 sigv4: settings.sigv4,
             },
             storage_props: settings.storage_props,
+            s3_clients: Arc::new(S3Clients::default()),
             idempotency_keys: false,
             retry: settings.retry,
             vended: Mutex::new(HashMap::new()),
@@ -288,6 +293,7 @@ impl RestClient {
             server_config,
             &self.inner.storage_props,
             vended.map(VendedCredentials::s3),
+            &self.inner.s3_clients,
         )
     }
 

@@ -1,0 +1,194 @@
+//! The S3 clients the catalog client's FileIOs share.
+//!
+//! Every answer of the catalog (a load, each commit) becomes a new `Table` with a new FileIO,
+//! and a FileIO is cheap, but the object_store client behind it is not: building one builds a
+//! reqwest client, which loads and parses the system's root certificates, and starts with an
+//! empty connection pool. Built per FileIO, that was paid on every commit (and every commit
+//! opened fresh connections for its manifest, its manifest list and the reads of the merge).
+//! [`S3Clients`] keeps the clients built for the last few settings, so a table's commits reuse
+//! one client and its warm connections for as long as its settings (keys included) stay the same.
+//!
+//! Bounded: at most [`CACHED_CLIENTS`] clients, the least recently used going first, so keys the
+//! catalog vends afresh every hour do not pile up clients over months. A client whose settings
+//! left the cache stays alive only as long as a `Table` still holds it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use object_store::ObjectStore;
+
+use crate::error::Result;
+use crate::io::store::{S3Settings, build_object_store};
+
+/// How many built clients are kept: a few tables, each with its own vended keys, and one
+/// rotation of those keys in flight.
+pub const CACHED_CLIENTS: usize = 16;
+
+/// Built S3 clients by settings and bucket, least recently used first.
+#[derive(Default)]
+pub struct S3Clients {
+    clients: Mutex<VecDeque<Cached>>,
+}
+
+struct Cached {
+    settings: S3Settings,
+    bucket: String,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl std::fmt::Debug for S3Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Clients")
+            .field("cached", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Clients {
+    /// The client of `bucket` for `settings`: the one built before for the same settings, or a
+    /// new one ([`build_object_store`]). Settings that replace object_store's retries (tests)
+    /// are not cached: their retry configuration cannot be compared.
+    pub fn get(&self, settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        if settings.retry.is_some() {
+            return build_object_store(settings, bucket);
+        }
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let hit = clients
+            .iter()
+            .position(|c| c.bucket == bucket && same_client(&c.settings, settings))
+            .and_then(|at| clients.remove(at));
+        if let Some(hit) = hit {
+            // Most recently used goes to the back.
+            let store = Arc::clone(&hit.store);
+            clients.push_back(hit);
+            return Ok(store);
+        }
+        // Built under the lock: building is synchronous (no I/O until the first request), and two
+        // FileIOs racing for the same settings must not both build.
+        let store = build_object_store(settings, bucket)?;
+        if clients.len() >= CACHED_CLIENTS {
+            clients.pop_front();
+        }
+        clients.push_back(Cached {
+            settings: settings.clone(),
+            bucket: bucket.to_string(),
+            store: Arc::clone(&store),
+        });
+        Ok(store)
+    }
+
+    /// How many clients are cached.
+    pub fn len(&self) -> usize {
+        self.clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whether a client built for `a` serves `b`: every setting the same, keys included (retries
+/// are never compared: settings with their own are not cached).
+fn same_client(a: &S3Settings, b: &S3Settings) -> bool {
+    let S3Settings {
+        region,
+        endpoint,
+        virtual_hosted,
+        allow_http,
+        keys,
+        retry: _,
+    } = a;
+    *region == b.region
+        && *endpoint == b.endpoint
+        && *virtual_hosted == b.virtual_hosted
+        && *allow_http == b.allow_http
+        && *keys == b.keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+    use crate::io::store::S3Keys;
+
+    fn settings(key_id: &str) -> S3Settings {
+        S3Settings {
+            region: "us-east-1".to_string(),
+            endpoint: Some("http://127.0.0.1:9000".to_string()),
+            virtual_hosted: false,
+            allow_http: true,
+            keys: Some(S3Keys {
+                access_key_id: Secret::new(key_id),
+                secret_access_key: Secret::new("secret"),
+                session_token: None,
+            }),
+            retry: None,
+        }
+    }
+
+    #[test]
+    fn the_same_settings_share_one_client() {
+        let clients = S3Clients::default();
+        let a = clients.get(&settings("AKIA1"), "warehouse").expect("built");
+        let b = clients
+            .get(&settings("AKIA1"), "warehouse")
+            .expect("cached");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(clients.len(), 1);
+    }
+
+    #[test]
+    fn other_keys_another_bucket_or_another_endpoint_get_their_own() {
+        let clients = S3Clients::default();
+        let first = clients.get(&settings("AKIA1"), "warehouse").expect("built");
+        let other_keys = clients.get(&settings("AKIA2"), "warehouse").expect("built");
+        let other_bucket = clients.get(&settings("AKIA1"), "archive").expect("built");
+        let mut moved = settings("AKIA1");
+        moved.endpoint = Some("http://127.0.0.1:9001".to_string());
+        let other_endpoint = clients.get(&moved, "warehouse").expect("built");
+        for other in [&other_keys, &other_bucket, &other_endpoint] {
+            assert!(!Arc::ptr_eq(&first, other));
+        }
+        assert_eq!(clients.len(), 4);
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_keeps_what_is_used() {
+        let clients = S3Clients::default();
+        let kept = clients
+            .get(&settings("AKIA-kept"), "warehouse")
+            .expect("built");
+        for i in 0..CACHED_CLIENTS * 3 {
+            clients
+                .get(&settings(&format!("AKIA{i}")), "warehouse")
+                .expect("built");
+            // Used between every rotation: stays.
+            let again = clients
+                .get(&settings("AKIA-kept"), "warehouse")
+                .expect("cached");
+            assert!(Arc::ptr_eq(&kept, &again));
+        }
+        assert_eq!(clients.len(), CACHED_CLIENTS);
+        // The oldest rotation went.
+        let rebuilt = clients.get(&settings("AKIA0"), "warehouse").expect("built");
+        assert_eq!(clients.len(), CACHED_CLIENTS);
+        drop(rebuilt);
+    }
+
+    #[test]
+    fn settings_with_their_own_retries_are_not_cached() {
+        let clients = S3Clients::default();
+        let mut custom = settings("AKIA1");
+        custom.retry = Some(object_store::RetryConfig::default());
+        let a = clients.get(&custom, "warehouse").expect("built");
+        let b = clients.get(&custom, "warehouse").expect("built");
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert!(clients.is_empty());
+    }
+}
