@@ -839,7 +839,8 @@ fn memory(ctx: &Ctx, raw: RawMemory, commit: &CommitPolicy) -> Result<MemoryBudg
     if segments < commit.max_segments {
         tracing::warn!(
             sink = ctx.sink,
-            "memory.segments ({segments}) is below commit.max_segments ({}): snapshots will              carry at most {segments} segments",
+            "memory.segments ({segments}) is below commit.max_segments ({}): snapshots will \
+             carry at most {segments} segments",
             commit.max_segments
         );
     }
