@@ -20,11 +20,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use object_store::ObjectStore;
-use thadam_iceberg::Tuning;
-use thadam_iceberg::config::Config;
-use thadam_iceberg::protocol::feed::{ChannelFeed, FeedSender};
-use thadam_iceberg::protocol::segment::UploadedSegment;
-use thadam_iceberg::{Error, Registrar};
+// Everything a host needs is at the crate root.
+use thadam_iceberg::{ChannelFeed, Config, Error, FeedSender, Registrar, UploadedSegment};
 
 #[derive(Parser)]
 struct Args {
@@ -125,7 +122,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Start the registrar on a channel feed and replay the host catalog into it.
     let (sender, feed) = ChannelFeed::new(1024);
-    let registrar = Registrar::start_with_feed(config, Box::new(feed), Tuning::default()).await?;
+    let registrar = Registrar::builder(config).feed(feed).start().await?;
     catalog.replay_into(&sender).await?;
 
     let total = catalog.snapshot().len() as u64;

@@ -94,15 +94,32 @@ enum QuarantineCommand {
 /// freed in one arena is not reused by another: on an edge machine that fragmentation was ~10% of
 /// the registrar's RSS under a backlog (74 -> 67 MiB at 100,000 segments with 2 arenas). Two
 /// arenas unless the operator set `MALLOC_ARENA_MAX` (glibc reads that itself).
+///
+/// glibc also raises its mmap threshold (from 128 KiB up to 32 MiB) each time a large block is
+/// freed, after which the megabyte-sized buffers of every commit (the catalog's answer, its parse,
+/// a manifest) come from the heap and leave it fragmented. A fixed threshold keeps them in their
+/// own mappings, returned to the system when freed (unless `MALLOC_MMAP_THRESHOLD_` is set).
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only changes allocator settings; called before any thread starts.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
+    {
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            // SAFETY: mallopt only changes allocator settings; called before any thread starts.
+            unsafe {
+                libc::mallopt(libc::M_ARENA_MAX, 2);
+            }
+        }
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            // SAFETY: as above.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+            }
         }
     }
 }
+
+/// Blocks from this size up get their own mapping (twice glibc's initial 128 KiB, kept fixed).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MMAP_THRESHOLD: libc::c_int = 256 * 1024;
 
 /// Returns freed heap memory to the system (glibc keeps it otherwise).
 fn release_freed_memory() {
