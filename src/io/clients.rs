@@ -66,8 +66,9 @@ impl S3Clients {
             clients.push_back(hit);
             return Ok(store);
         }
-        // Built under the lock: building is synchronous (no I/O until the first request), and two
-        // FileIOs racing for the same settings must not both build.
+        // Built under the lock: building is synchronous and short (it reads the root
+        // certificates; no network until the first request), and two FileIOs racing for the
+        // same settings must not both build.
         let store = build_object_store(settings, bucket)?;
         if clients.len() >= CACHED_CLIENTS {
             clients.pop_front();
