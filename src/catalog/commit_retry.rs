@@ -170,26 +170,15 @@ mod tests {
                 outages: 3
             }
         );
-        let (next, _) = after_failure(
-            &conflict,
-            Failures {
-                conflicts: 3,
-                outages: 0,
-            },
-            &p,
-            0.5,
-        );
-        assert_eq!(reload_delay(next), Duration::from_millis(200));
-        let (next, _) = after_failure(
-            &conflict,
-            Failures {
-                conflicts: 3,
-                outages: 0,
-            },
-            &p,
-            0.0,
-        );
-        assert_eq!(reload_delay(next), Duration::ZERO);
+        // Full jitter: the pause after a third conflict is the draw times its ceiling (400 ms).
+        let third = Failures {
+            conflicts: 3,
+            outages: 0,
+        };
+        for (unit, expected) in [(0.5, 200), (0.0, 0)] {
+            let (next, _) = after_failure(&conflict, third, &p, unit);
+            assert_eq!(reload_delay(next), Duration::from_millis(expected));
+        }
     }
 
     #[test]
