@@ -25,7 +25,7 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 pub struct Hooks {
     pub before_append: Option<Arc<dyn BeforeAppend>>,
     /// The clock snapshot retention ages snapshots by (tests move it forward instead of waiting
-    /// for `snapshot_retention.max_age`, which is at least a minute).
+    /// for `snapshot_retention.max_age`).
     pub clock: Option<Clock>,
 }
 

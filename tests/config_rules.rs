@@ -1900,21 +1900,25 @@ fn snapshot_retention_parses_and_is_checked() {
             min_snapshots: 50,
         })
     );
-    let at_least_a_minute = fx.load_ok(&edited(|d| {
+    let at_least_a_second = fx.load_ok(&edited(|d| {
         set(
             d,
             &reg("snapshot_retention"),
-            "{max_age: 1m, min_snapshots: 1}",
+            "{max_age: 1s, min_snapshots: 1}",
         )
     }));
     assert_eq!(
-        at_least_a_minute.snapshot_retention.map(|r| r.max_age),
-        Some(Duration::from_secs(60))
+        at_least_a_second.snapshot_retention.map(|r| r.max_age),
+        Some(Duration::from_secs(1))
     );
     for (value, needles) in [
         (
-            "{max_age: 59s, min_snapshots: 5}",
-            &["config.snapshot_retention.max_age", "at least 1m"][..],
+            "{max_age: 999ms, min_snapshots: 5}",
+            &["config.snapshot_retention.max_age", "at least 1s"][..],
+        ),
+        (
+            "{max_age: 0s, min_snapshots: 5}",
+            &["config.snapshot_retention.max_age", "at least 1s"][..],
         ),
         (
             "{max_age: soon, min_snapshots: 5}",

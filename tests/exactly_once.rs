@@ -106,7 +106,7 @@ impl BeforeAppend for CompetingWriter {
         .expect("competitor's manifests");
         let adapter = CommitAdapter::new(self.client.clone(), name.clone(), None);
         adapter
-            .commit_prepared(commit.updates, commit.requirements)
+            .commit_prepared(commit.updates, commit.requirements, base)
             .await
             .expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());

@@ -2,7 +2,7 @@
 //! files (the catalog deletes old ones), and `snapshot_retention` expires old snapshots in the
 //! registrar's own appends, metadata only, without ever registering a segment twice.
 //!
-//! `max_age` is at least a minute; instead of waiting, the registrar's clock (a test seam,
+//! Instead of waiting for `max_age`, the registrar's clock (a test seam,
 //! `Tuning.hooks.clock`) runs an hour ahead, so every snapshot is already old enough and only
 //! `min_snapshots` and the watermark rule decide.
 

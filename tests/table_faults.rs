@@ -80,6 +80,7 @@ async fn table_properties_the_append_cannot_parse_do_not_stop_it() {
                 .into(),
             }],
             None,
+            None,
         )
         .await
         .expect("set property");

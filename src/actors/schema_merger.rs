@@ -177,7 +177,7 @@ async fn reconcile(
             TableUpdate::SetCurrentSchema { schema_id: -1 },
         ];
         let committed = tokio::select! {
-            c = ctx.client.commit(name, requirements, updates, None) => c,
+            c = ctx.client.commit(name, requirements, updates, None, None) => c,
             _ = shutdown.requested() => return Err(shutting_down()),
         };
         let failure = match committed {

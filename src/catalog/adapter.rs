@@ -35,13 +35,15 @@ impl CommitAdapter {
         }
     }
 
-    /// Sends `updates` under `requirements` as one commit. On failure the classified
-    /// [`CommitError`] is kept for [`Self::take_failure`] and a non-retryable error returned, so
-    /// a caller tells "the request failed" (a failure is kept) from "building failed" (none).
+    /// Sends `updates` (built on `base`) under `requirements` as one commit. On failure the
+    /// classified [`CommitError`] is kept for [`Self::take_failure`] and a non-retryable error
+    /// returned, so a caller tells "the request failed" (a failure is kept) from "building
+    /// failed" (none).
     pub async fn commit_prepared(
         &self,
         updates: Vec<TableUpdate>,
         requirements: Vec<TableRequirement>,
+        base: &Table,
     ) -> IcebergResult<Table> {
         match self
             .client
@@ -50,6 +52,7 @@ impl CommitAdapter {
                 requirements,
                 updates,
                 self.idempotency_key.as_deref(),
+                Some(base),
             )
             .await
         {

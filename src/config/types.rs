@@ -255,7 +255,7 @@ impl Default for MemoryBudget {
 /// (never a file). See `table::retention` for the rules that keep exactly-once intact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotRetention {
-    /// `max_age`: a snapshot older than this may be expired. At least 1 minute.
+    /// `max_age`: a snapshot older than this may be expired. At least 1 second.
     pub max_age: Duration,
     /// `min_snapshots`: the newest this many snapshots of the main branch are always kept,
     /// whatever their age. At least 1.

@@ -197,11 +197,13 @@ fn table_properties(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<(String, String)>
     Ok(properties)
 }
 
-/// The shortest `snapshot_retention.max_age`: a snapshot younger than this is what readers and
-/// writers in flight are still planning against.
-const MIN_RETENTION_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The shortest `snapshot_retention.max_age`. Iceberg itself sets no floor: how long readers
+/// and other writers keep planning against a snapshot is the operator's to know (the README says
+/// what to weigh). A second keeps `0` (age never matters) out: say it with a large
+/// `min_snapshots` and a short age instead, which reads as intended.
+const MIN_RETENTION_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `snapshot_retention`: both keys required, `max_age` at least a minute, `min_snapshots` at
+/// `snapshot_retention`: both keys required, `max_age` at least a second, `min_snapshots` at
 /// least 1.
 fn snapshot_retention(ctx: &Ctx, raw: RawRetention) -> Result<SnapshotRetention> {
     const AGE: &str = "config.snapshot_retention.max_age";
@@ -215,7 +217,8 @@ fn snapshot_retention(ctx: &Ctx, raw: RawRetention) -> Result<SnapshotRetention>
     if max_age < MIN_RETENTION_AGE {
         return Err(ctx.err(
             AGE,
-            "must be at least 1m: readers and writers may still be using younger snapshots",
+            "must be at least 1s; choose it longer than any reader or writer of the table \
+             keeps using a snapshot (a streaming reader's lag, a compaction's run)",
         ));
     }
     let min_snapshots = ctx.count(MIN, raw.min_snapshots.as_ref())?.ok_or_else(|| {

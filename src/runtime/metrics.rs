@@ -97,6 +97,16 @@ pub const METRICS: &[MetricDoc] = &[
          (5xx or lost answer, reconciled), failed (not applied, retried), fatal.",
     ),
     doc(
+        "thadam_iceberg_commit_answers_total",
+        Kind::Counter,
+        &["table", "how"],
+        None,
+        "Successful commits by how the catalog's answer was taken: confirmed (the table as built \
+         from the commit's own updates, checked against the answer without parsing its history) \
+         or parsed (in full: the answer differed, e.g. another writer's change, or the commit was \
+         not an append).",
+    ),
+    doc(
         "thadam_iceberg_commit_duration_seconds",
         Kind::Histogram,
         TABLE,

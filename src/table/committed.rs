@@ -241,7 +241,8 @@ pub struct CommittedSet {
     ids: IdSet,
     /// Catalog id -> its watermarks (the base one and forks).
     marks: HashMap<String, Vec<Mark>>,
-    /// Verdicts by (property key, value), kept across rebuilds: a value is checked once.
+    /// Verdicts by (property key, value), kept across rebuilds while the table holds that value:
+    /// a value is checked once. Bounded by the watermark properties (plus the one being written).
     verdicts: HashMap<(String, String), MarkState>,
     /// Ids of the object keys of the table's live data files, when they had to be listed.
     live: Option<HashSet<SegmentId>>,
@@ -274,6 +275,10 @@ impl CommittedSet {
     /// them would cost a pass over every snapshot per commit).
     pub fn refresh_marks(&mut self, properties: &HashMap<String, String>) {
         self.marks.clear();
+        // Verdicts on values the table no longer holds can never be asked for again (a
+        // watermark only moves up): without this, every commit would leave one behind.
+        self.verdicts
+            .retain(|(key, value), _| properties.get(key) == Some(value));
         for (key, value) in properties {
             let Some((catalog, _fork)) = parse_mark_key(key) else {
                 continue;
@@ -621,6 +626,21 @@ mod tests {
             encode_mark(&seg(30, "k30")),
         )]));
         assert_eq!(set.unchecked("log").len(), 1, "another writer moved it");
+    }
+
+    #[test]
+    fn verdicts_do_not_pile_up_one_per_commit() {
+        let mut set = CommittedSet::default();
+        for seq in 1..=1000 {
+            let batch = [seg(seq, &format!("k{seq}"))];
+            let written = set
+                .watermark_update(&batch.iter().collect::<Vec<_>>())
+                .expect("mark");
+            set.record(batch.iter(), Some(&written));
+            set.refresh_marks(&HashMap::from([written]));
+        }
+        assert_eq!(set.verdicts.len(), 1, "only the value the table holds");
+        assert_eq!(set.watermark("log"), Some(1000), "and it is still trusted");
     }
 
     #[test]

@@ -237,7 +237,7 @@ async fn create_where_catalog_says(
     };
     let updates = creation_updates(&metadata, &location);
     match client
-        .commit(table, vec![TableRequirement::NotExist], updates, None)
+        .commit(table, vec![TableRequirement::NotExist], updates, None, None)
         .await
     {
         Ok(created) => Ok(created),

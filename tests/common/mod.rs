@@ -378,6 +378,7 @@ impl Harness {
                     snapshot_ids: expired,
                 }],
                 None,
+                None,
             )
             .await
             .expect("expire snapshots");

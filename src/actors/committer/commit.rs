@@ -97,7 +97,7 @@ impl CommitterState {
             let outcome = tokio::select! {
                 outcome = async {
                     let commit = append.build().await?;
-                    adapter.commit_prepared(commit.updates, commit.requirements).await
+                    adapter.commit_prepared(commit.updates, commit.requirements, &table).await
                 } => outcome,
                 _ = shutdown.requested() => return Err(Error::cancelled()),
             };

@@ -4,6 +4,7 @@
 //! or SigV4 signature, one renewal after a 401) is [`transport`], and what a status means is the
 //! pure [`crate::catalog::outcome::classify_status`].
 
+mod answer;
 mod transport;
 
 use std::collections::HashMap;
@@ -38,9 +39,11 @@ use crate::runtime::retry::{Op, delay_for, note_retry};
 pub const IDEMPOTENT_RESENDS: u32 = 3;
 
 pub use crate::catalog::table_name::TableName;
+use answer::Refs;
 pub use transport::redacted_url;
 use transport::{
-    SendFailure, Transport, error_message, extra_headers, read_json, retry_after_of, status_error,
+    SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
+    retry_after_of, status_error,
 };
 
 /// Why a commit did not succeed, split by what the committer must do next.
@@ -119,6 +122,10 @@ struct Inner {
     vended: Mutex<HashMap<TableName, Arc<TableAccess>>>,
     /// The last [`TableAccess`] generation handed out.
     generations: AtomicU64,
+    /// Per table, the refs of the last version this client read (keyed by its metadata
+    /// location): what a commit built on that version is checked against (see `answer`).
+    /// iceberg's `TableMetadata` does not list its refs.
+    refs: Mutex<HashMap<TableName, (String, Arc<Refs>)>>,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -156,6 +163,7 @@ impl RestClient {
             retry: settings.retry,
             vended: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),
+            refs: Mutex::new(HashMap::new()),
         };
         let mut url = inner.transport.url(&["v1", "config"], false)?;
         if let Some(warehouse) = &settings.warehouse {
@@ -202,7 +210,8 @@ impl RestClient {
             .map_err(SendFailure::into_error)?;
         match response.status() {
             StatusCode::OK => {
-                let result: LoadTableResult = read_json(response, &what).await?;
+                let bytes = read_body(response, &what).await?;
+                let result: LoadTableResult = parse_json(&bytes, &what)?;
                 self.remember_access(table, &result);
                 let location = result.metadata_location.clone().ok_or_else(|| {
                     Error::new(
@@ -210,6 +219,7 @@ impl RestClient {
                         format!("{what}: the catalog sent no metadata-location"),
                     )
                 })?;
+                self.remember_refs(table, &location, answer::refs_of(&bytes).ok());
                 self.table_from(table, result.metadata, location, result.config)
                     .map(Some)
             }
@@ -240,6 +250,30 @@ impl RestClient {
                 vended.remove(table);
             }
         }
+    }
+
+    /// Keeps the refs of the version of `table` at `location` (forgets them when unknown).
+    fn remember_refs(&self, table: &TableName, location: &str, refs: Option<Refs>) {
+        let Ok(mut known) = self.inner.refs.lock() else {
+            return;
+        };
+        match refs {
+            Some(refs) => {
+                known.insert(table.clone(), (location.to_string(), Arc::new(refs)));
+            }
+            None => {
+                known.remove(table);
+            }
+        }
+    }
+
+    /// The refs of `table`'s version at `location`, if that is the version this client read last.
+    fn known_refs(&self, table: &TableName, location: &str) -> Option<Arc<Refs>> {
+        let known = self.inner.refs.lock().ok()?;
+        known
+            .get(table)
+            .filter(|(at, _)| at == location)
+            .map(|(_, refs)| Arc::clone(refs))
     }
 
     /// The credentials the catalog vended with `table`'s last load, if it vended any.
@@ -444,6 +478,9 @@ impl RestClient {
     }
 
     /// Commits updates behind requirements (`POST .../tables/{table}`), returning the new table.
+    /// When `base` is the table the updates were built on, the new table is `base` with the
+    /// updates applied, once the catalog's answer confirms it (see `answer`); otherwise, or when
+    /// the answer differs, the answer is parsed in full.
     ///
     /// When the server advertised `idempotency-key-lifetime`, the request carries an
     /// `Idempotency-Key` (the caller's, or a fresh one per call: one key per request body), and a
@@ -457,6 +494,7 @@ impl RestClient {
         requirements: Vec<TableRequirement>,
         updates: Vec<TableUpdate>,
         idempotency_key: Option<&str>,
+        base: Option<&Table>,
     ) -> std::result::Result<Table, CommitError> {
         let op = if updates
             .iter()
@@ -472,12 +510,15 @@ impl RestClient {
             .transport
             .table_url(table)
             .map_err(CommitError::Fatal)?;
-        let body = serde_json::to_vec(&CommitTableRequest {
+        let request = CommitTableRequest {
             identifier: Some(table.ident().map_err(CommitError::Fatal)?),
             requirements,
             updates,
-        })
-        .map_err(|e| CommitError::Fatal(Error::internal(format!("{what}: cannot encode: {e}"))))?;
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| {
+            CommitError::Fatal(Error::internal(format!("{what}: cannot encode: {e}")))
+        })?;
+        let built_on = base.map(|b| (b, &request.updates[..]));
         let key: Option<String> = self.inner.idempotency_keys.then(|| {
             idempotency_key
                 .map(str::to_string)
@@ -488,7 +529,7 @@ impl RestClient {
         let mut warned = false;
         loop {
             let failure = match self
-                .commit_once(table, &what, &url, &body, key.as_deref())
+                .commit_once(table, &what, &url, &body, key.as_deref(), built_on)
                 .await
             {
                 Ok(t) => return Ok(t),
@@ -529,6 +570,7 @@ impl RestClient {
         url: &Url,
         body: &[u8],
         key: Option<&str>,
+        built_on: Option<(&Table, &[TableUpdate])>,
     ) -> std::result::Result<Table, CommitError> {
         let response = match self
             .inner
@@ -544,16 +586,14 @@ impl RestClient {
         let status = response.status().as_u16();
         match classify_status(status, CallKind::Commit, retry_after_of(&response)) {
             StatusOutcome::Success => {
-                let result: CommitTableResponse = read_json(response, what)
+                let bytes = read_body(response, what)
                     .await
                     .map_err(CommitError::Unknown)?;
-                self.table_from(
-                    table,
-                    result.metadata,
-                    result.metadata_location,
-                    HashMap::new(),
-                )
-                .map_err(CommitError::Unknown)
+                let (metadata, location) = self
+                    .take_answer(table, what, &bytes, built_on)
+                    .map_err(CommitError::Unknown)?;
+                self.table_from(table, metadata, location, HashMap::new())
+                    .map_err(CommitError::Unknown)
             }
             StatusOutcome::Conflict => Err(CommitError::Conflict(error_message(response).await)),
             StatusOutcome::StateUnknown { .. } | StatusOutcome::Transient { .. } => {
@@ -561,5 +601,50 @@ impl RestClient {
             }
             _ => Err(CommitError::Fatal(status_error(response, what).await)),
         }
+    }
+
+    /// The table metadata and its location from a successful commit's answer: the table it was
+    /// built on with the updates applied when the answer confirms that, else the answer parsed
+    /// in full. Either way the new version's refs are kept for the next commit's check.
+    fn take_answer(
+        &self,
+        table: &TableName,
+        what: &str,
+        bytes: &[u8],
+        built_on: Option<(&Table, &[TableUpdate])>,
+    ) -> Result<(TableMetadata, String)> {
+        let confirmed = built_on.and_then(|(base, updates)| {
+            let base_location = base.metadata_location()?;
+            let base_refs = self.known_refs(table, base_location)?;
+            answer::adopt(base.metadata(), base_location, &base_refs, updates, bytes)
+                .inspect_err(|why| {
+                    tracing::debug!(table = %table, "the commit's answer differs from the table as built ({why}); parsing it in full");
+                })
+                .ok()
+        });
+        let how = if confirmed.is_some() {
+            "confirmed"
+        } else {
+            "parsed"
+        };
+        metrics::counter!("thadam_iceberg_commit_answers_total", "table" => table.to_string(), "how" => how)
+            .increment(1);
+        let (metadata, location, refs) = match confirmed {
+            Some(adopted) => (
+                adopted.metadata,
+                adopted.metadata_location,
+                Some(adopted.refs),
+            ),
+            None => {
+                let result: CommitTableResponse = parse_json(bytes, what)?;
+                (
+                    result.metadata,
+                    result.metadata_location,
+                    answer::refs_of(bytes).ok(),
+                )
+            }
+        };
+        self.remember_refs(table, &location, refs);
+        Ok((metadata, location))
     }
 }

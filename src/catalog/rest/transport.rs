@@ -285,14 +285,23 @@ pub(super) async fn read_json<T: DeserializeOwned>(
     response: reqwest::Response,
     what: &str,
 ) -> Result<T> {
-    let bytes = response.bytes().await.map_err(|e| {
+    parse_json(&read_body(response, what).await?, what)
+}
+
+/// The whole body of a response; a failure to read it is a lost answer.
+pub(super) async fn read_body(response: reqwest::Response, what: &str) -> Result<bytes::Bytes> {
+    response.bytes().await.map_err(|e| {
         Error::unavailable(format!(
             "{what}: reading the response failed: {}",
             error_chain_text(&e.without_url())
         ))
         .with_retry_hint("lost_response", None)
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    })
+}
+
+/// A response body as the REST spec's `T`.
+pub(super) fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
         Error::new(
             ErrorCode::CatalogRejected,
             format!("{what}: the catalog's answer is not what the REST spec defines: {e}"),

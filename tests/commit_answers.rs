@@ -1,0 +1,184 @@
+//! Commit answers against the real REST fixture: after an append the registrar takes the table it
+//! built (its own updates applied) once the catalog's answer confirms it, instead of parsing the
+//! table's whole history from the answer again (`catalog::rest::answer`); whatever another
+//! writer changed meanwhile makes the answer differ, and then the answer is what the registrar
+//! holds.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{Harness, Options, assert_exactly_once, one_per_commit, py};
+use iceberg::table::Table;
+use thadam_iceberg::Tuning;
+use thadam_iceberg::catalog::TableName;
+use thadam_iceberg::table::append::ReadySegment;
+use thadam_iceberg::testing::{BeforeAppend, Hooks};
+
+fn answers(table: &str, how: &str) -> f64 {
+    common::metrics::counter(
+        "thadam_iceberg_commit_answers_total",
+        &[("table", table), ("how", how)],
+    )
+}
+
+/// Runs `f` (a pyiceberg call: blocking) once, before the `at`-th append of the run.
+struct OtherWriter {
+    at: usize,
+    calls: AtomicUsize,
+    ident: String,
+    script: &'static str,
+}
+
+#[async_trait]
+impl BeforeAppend for OtherWriter {
+    async fn before_append(&self, _: &TableName, _: &Table, _: &[ReadySegment]) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 != self.at {
+            return;
+        }
+        let (ident, script) = (self.ident.clone(), self.script);
+        tokio::task::spawn_blocking(move || py::run(script, &[&ident]))
+            .await
+            .expect("pyiceberg ran");
+    }
+}
+
+fn with_other_writer(writer: OtherWriter, clock_ahead: Duration) -> Tuning {
+    let ahead = i64::try_from(clock_ahead.as_millis()).expect("ms");
+    Tuning {
+        max_batch: 1,
+        hooks: Hooks {
+            before_append: Some(Arc::new(writer)),
+            clock: Some(Arc::new(move || {
+                chrono::Utc::now().timestamp_millis() + ahead
+            })),
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_take_the_table_they_built_once_the_answer_confirms_it() {
+    common::metrics::recorder();
+    let mut h = Harness::new("answers");
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 6, 10).await);
+    let table = h.table_name("telemetry").to_string();
+    let (confirmed, parsed) = (answers(&table, "confirmed"), answers(&table, "parsed"));
+
+    Harness::finish(h.start_with(h.config.clone(), one_per_commit()).await, 7).await;
+
+    // The restart loaded the table (refs known), then six appends, one per snapshot: each answer
+    // was the table as built, in everything the registrar reads.
+    assert_eq!(answers(&table, "confirmed") - confirmed, 6.0);
+    assert_eq!(answers(&table, "parsed") - parsed, 0.0);
+    let iceberg = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&iceberg, &h.env.bucket, &keys).await;
+    assert_eq!(iceberg.metadata().snapshots().count(), 7);
+    let rows = py::run(
+        "print(len(catalog.load_table(sys.argv[1]).scan().to_arrow()))",
+        &[&table],
+    );
+    assert_eq!(rows.trim(), "65", "pyiceberg reads every row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_another_writer_adds_between_two_commits_keeps_its_snapshot_from_expiry() {
+    common::metrics::recorder();
+    let mut h = Harness::with(
+        "answertag",
+        Options {
+            extra_iceberg_yaml: "      snapshot_retention: { max_age: 1m, min_snapshots: 2 }"
+                .to_string(),
+            ..Default::default()
+        },
+    );
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 12, 10).await);
+    let table = h.table_name("telemetry").to_string();
+    let parsed = answers(&table, "parsed");
+    // Before the 3rd append, pyiceberg tags the current snapshot (main does not move, so the
+    // registrar's append goes through and its answer carries the tag).
+    let writer = OtherWriter {
+        at: 3,
+        calls: AtomicUsize::new(0),
+        ident: table.clone(),
+        script: r#"
+t = catalog.load_table(sys.argv[1])
+t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "audit").commit()
+"#,
+    };
+    let tuning = with_other_writer(writer, Duration::from_secs(3600));
+    Harness::finish(h.start_with(h.config.clone(), tuning).await, 13).await;
+
+    assert!(
+        answers(&table, "parsed") > parsed,
+        "the answer with the tag was parsed in full"
+    );
+    let iceberg = h.table("telemetry").await.expect("table");
+    let metadata = iceberg.metadata();
+    let tagged = metadata
+        .snapshot_for_ref("audit")
+        .expect("the tag survived the registrar's expiry");
+    // Snapshots older than the tag went, the tagged one stayed (retention never expires a ref).
+    assert!(metadata.snapshot_by_id(tagged.snapshot_id()).is_some());
+    assert!(
+        metadata.snapshots().count() < 8,
+        "retention ran: {} snapshots",
+        metadata.snapshots().count()
+    );
+    assert_exactly_once(&iceberg, &h.env.bucket, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_property_another_writer_sets_between_two_commits_takes_effect_at_once() {
+    common::metrics::recorder();
+    let mut h = Harness::with(
+        "answerprop",
+        Options {
+            extra_iceberg_yaml:
+                "      table_properties: { commit.manifest.min-count-to-merge: \"3\" }".to_string(),
+            ..Default::default()
+        },
+    );
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, 8, 10).await);
+    let table = h.table_name("telemetry").to_string();
+    // Before the 3rd append, pyiceberg turns merging off (a property only: main does not move).
+    let writer = OtherWriter {
+        at: 3,
+        calls: AtomicUsize::new(0),
+        ident: table.clone(),
+        script: r#"
+t = catalog.load_table(sys.argv[1])
+with t.transaction() as tx:
+    tx.set_properties({"commit.manifest-merge.enabled": "false"})
+"#,
+    };
+    let tuning = with_other_writer(writer, Duration::ZERO);
+    Harness::finish(h.start_with(h.config.clone(), tuning).await, 9).await;
+
+    let iceberg = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&iceberg, &h.env.bucket, &keys).await;
+    // Merging every 3 manifests would keep the list at 1-3; from the 3rd append on it grows by
+    // one per commit, because the registrar read the property from that append's answer.
+    let current = iceberg
+        .metadata()
+        .current_snapshot()
+        .expect("snapshot")
+        .clone();
+    let manifests = iceberg
+        .manifest_list_reader(&current)
+        .load()
+        .await
+        .expect("manifest list")
+        .entries()
+        .len();
+    assert!(
+        manifests >= 7,
+        "merging stopped once another writer turned it off: {manifests} manifests"
+    );
+}
