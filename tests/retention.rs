@@ -209,6 +209,50 @@ async fn a_restart_after_expiry_registers_nothing_twice() {
     assert_eq!(table.metadata().snapshots().count(), 6);
 }
 
+/// A shipper that records a key again after a crash (a re-ship of a file the table already
+/// holds) must not make it a second data file, even when the snapshot that registered it was
+/// expired meanwhile and a restart replays the log: the first record is seen (covered by the
+/// watermark) before the second, and the registrar remembers the keys it found registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reship_after_its_snapshot_expired_is_not_registered_twice() {
+    let mut h = harness(
+        "retainreship",
+        "      snapshot_retention: { max_age: 1s, min_snapshots: 1 }",
+    );
+    let mut keys = h.ship_many(0, 6, 10).await;
+    assert_eq!(run(&h, tuning(HOUR), 6).await, 6);
+    let table = h.table("telemetry").await.expect("table");
+    let summaries: Vec<String> = table
+        .metadata()
+        .snapshots()
+        .filter_map(|s| {
+            s.summary()
+                .additional_properties
+                .get(thadam_iceberg::table::committed::SEGMENT_IDS)
+                .cloned()
+        })
+        .collect();
+    let first = thadam_iceberg::table::committed::encode_ids([keys[0].as_str()]);
+    assert!(
+        !summaries.iter().any(|ids| ids.contains(&first)),
+        "the first segment's snapshot was expired"
+    );
+
+    // The shipper records the first segment again (same key, same file), then ships a new one.
+    let head = h
+        .store
+        .head(&object_store::path::Path::from(keys[0].as_str()))
+        .await
+        .expect("head");
+    h.log
+        .append_uploaded("telemetry", "seg-000001", &keys[0], head.size, 10)
+        .expect("record again");
+    keys.extend(h.ship_many(6, 1, 10).await);
+    assert_eq!(run(&h, tuning(HOUR), 8).await, 1, "only the new segment");
+    assert_live_once(&h, &keys).await;
+    assert_eq!(pyiceberg_rows(&h), 70);
+}
+
 /// An embedded feed without catalog ids: no watermark, so nothing may be expired (a restart
 /// could not tell those segments registered). This is the test that fails if the
 /// watermark-coverage rule is dropped.

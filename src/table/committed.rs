@@ -33,7 +33,7 @@
 //! a manifest: the cost follows the number of snapshots, never the number of data files. The one
 //! exception is a diverged log, where the live data files are listed once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -168,6 +168,40 @@ impl IdSet {
     }
 }
 
+/// The keys (as ids) a committer most recently registered or found registered, in the order it
+/// did, at most [`RECENT_KEYS`]: kept whatever snapshot retention expires, so that a later
+/// record of such a key (a re-ship: a shipper that recorded the same file again after a crash)
+/// is still known to be in the table after the snapshot that registered it is gone. The log is
+/// replayed from its start on every start, so the first record of a key is always decided (and
+/// noted here) before a re-ship of it; a re-ship more than [`RECENT_KEYS`] of the table's
+/// segments later is known only while that snapshot is kept.
+#[derive(Debug, Default, Clone)]
+struct RecentKeys {
+    order: VecDeque<SegmentId>,
+    set: HashSet<SegmentId>,
+}
+
+/// How many keys [`RecentKeys`] holds per table (~0.3 MB).
+const RECENT_KEYS: usize = 8192;
+
+impl RecentKeys {
+    fn note(&mut self, id: SegmentId) {
+        if !self.set.insert(id) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > RECENT_KEYS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+    }
+
+    fn contains(&self, id: &SegmentId) -> bool {
+        self.set.contains(id)
+    }
+}
+
 /// Snapshot summary key: the highest segment-catalog sequence number in this snapshot.
 pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
 /// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
@@ -248,6 +282,8 @@ pub struct CommittedSet {
     live: Option<HashSet<SegmentId>>,
     /// The fork key this process registers under, per catalog, once it had to start one.
     forks: HashMap<String, String>,
+    /// Keys registered or found registered lately, whatever retention expires since.
+    recent: RecentKeys,
 }
 
 impl CommittedSet {
@@ -309,9 +345,25 @@ impl CommittedSet {
         }
     }
 
-    /// Forgets the live data files (the table was replaced by another one).
-    pub fn forget_live_files(&mut self) {
+    /// Forgets what only the table it replaces could answer (another table took its name): its
+    /// live data files and the keys lately found in it.
+    pub fn forget_replaced_table(&mut self) {
         self.live = None;
+        self.recent = RecentKeys::default();
+    }
+
+    /// Notes that the table holds `segment`'s key (registered or found registered), so that a
+    /// later record of the key is known after its snapshot is expired (see [`RecentKeys`]).
+    pub fn note_registered(&mut self, segment: &UploadedSegment) {
+        self.recent.note(SegmentId::of(&segment.object_key));
+    }
+
+    /// Whether the key of `id` is known to be in the table from ids alone: a snapshot summary,
+    /// the live data files when listed, or a key lately registered or found registered.
+    fn holds_id(&self, id: &SegmentId) -> bool {
+        self.ids.contains(id)
+            || self.recent.contains(id)
+            || self.live.as_ref().is_some_and(|l| l.contains(id))
     }
 
     /// The watermarks of `catalog` not yet checked against the log.
@@ -343,7 +395,7 @@ impl CommittedSet {
 
     pub fn decide(&self, segment: &UploadedSegment) -> Decision {
         let id = SegmentId::of(&segment.object_key);
-        if self.ids.contains(&id) || self.live.as_ref().is_some_and(|l| l.contains(&id)) {
+        if self.holds_id(&id) {
             return Decision::Registered;
         }
         let Some(marks) = segment.catalog_id.as_ref().and_then(|c| self.marks.get(c)) else {
@@ -371,7 +423,7 @@ impl CommittedSet {
     /// expired, so the live data files must tell; otherwise it is missing.
     pub fn decide_by_files(&self, segment: &UploadedSegment) -> Decision {
         let id = SegmentId::of(&segment.object_key);
-        if self.ids.contains(&id) || self.live.as_ref().is_some_and(|l| l.contains(&id)) {
+        if self.holds_id(&id) {
             return Decision::Registered;
         }
         if self.live.is_some() {
@@ -446,7 +498,9 @@ impl CommittedSet {
         written: Option<&(String, String)>,
     ) {
         for s in segments {
-            self.ids.insert(SegmentId::of(&s.object_key));
+            let id = SegmentId::of(&s.object_key);
+            self.ids.insert(id);
+            self.recent.note(id);
         }
         if let Some((key, value)) = written {
             self.verdicts
@@ -706,6 +760,32 @@ mod tests {
         assert_eq!(set.decide(&seg(1, "a")), Decision::Registered);
         assert_eq!(set.decide(&seg(2, "b")), Decision::Registered);
         assert_eq!(set.decide(&seg(3, "c")), Decision::Missing);
+    }
+
+    #[test]
+    fn a_key_lately_registered_is_known_after_its_snapshot_is_forgotten_and_the_memory_is_bounded()
+    {
+        let mut set = CommittedSet::default();
+        let batch = [seg(1, "a")];
+        set.record(batch.iter(), None);
+        set.forget(&[SegmentId::of("a")]);
+        assert_eq!(set.ids.len(), 0);
+        // A re-ship of the key (a later record, past every watermark) is still known.
+        assert_eq!(set.decide(&seg(50, "a")), Decision::Registered);
+        assert_eq!(set.decide_by_files(&seg(50, "a")), Decision::Registered);
+        // Keys found registered (by a watermark) count as well.
+        set.note_registered(&seg(2, "b"));
+        assert_eq!(set.decide(&seg(51, "b")), Decision::Registered);
+        // At most RECENT_KEYS are kept, the oldest going first.
+        for n in 0..RECENT_KEYS {
+            set.note_registered(&seg(100 + n as u64, &format!("k{n}")));
+        }
+        assert_eq!(set.recent.order.len(), RECENT_KEYS);
+        assert_eq!(set.recent.set.len(), RECENT_KEYS);
+        assert_eq!(set.decide(&seg(52, "b")), Decision::Missing);
+        // Another table under the same name knows none of them.
+        set.forget_replaced_table();
+        assert_eq!(set.decide(&seg(53, "k5")), Decision::Missing);
     }
 
     #[test]

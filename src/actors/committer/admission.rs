@@ -119,7 +119,10 @@ impl CommitterState {
         }
     }
 
+    /// Remembers a segment the table holds (registered, or found registered): its record's
+    /// fingerprint by seq (for watermark checks) and its key (for a later re-ship of it).
     pub(super) fn remember(&mut self, segment: &UploadedSegment) {
+        self.committed.note_registered(segment);
         self.recent.insert(segment.seq, fingerprint(segment));
         while self.recent.len() > RECENT {
             self.recent.pop_first();

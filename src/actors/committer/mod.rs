@@ -338,7 +338,7 @@ impl CommitterState {
             .as_ref()
             .is_some_and(|t| t.metadata().uuid() == table.metadata().uuid());
         if !same_table {
-            self.committed.forget_live_files();
+            self.committed.forget_replaced_table();
             self.accepted.clear();
         }
         self.committed.refresh(table.metadata());
