@@ -102,6 +102,13 @@ if grep -q "$STATE/nodelay.so" "/proc/$s3_pid/maps"; then
 else
     die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
 fi
+catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
+
+# cpu_s PID: the CPU time (user + system) process PID has used so far, in seconds. The servers'
+# CPU around each phase says what the 2 cores were spent on besides the registrar.
+cpu_s() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
+}
 
 
 # seconds_since START: seconds since START (from now_s), to the millisecond.
@@ -152,17 +159,21 @@ ship_s="$(seconds_since "$t0")"
 log "$ship_line"
 "$PY" "$BENCH_PY" table --table bench.backlog >"$R/backlog-before.json"
 log "backlog: registering (registrar --until-caught-up)"
+s3_cpu0="$(cpu_s "$s3_pid")"
+catalog_cpu0="$(cpu_s "$catalog_pid")"
 t0="$(now_s)"
 /usr/bin/time -f '%M %U %S' -o "$R/backlog-time.txt" \
     "$BIN/registrar" --config "$STATE/backlog.yaml" --until-caught-up \
     >"$STATE/backlog-registrar.out" 2>"$STATE/backlog-registrar.log" ||
     { show_log_tail "$STATE/backlog-registrar.log"; die "the registrar failed on the backlog"; }
 reg_s="$(seconds_since "$t0")"
+s3_cpu="$(awk -v a="$s3_cpu0" -v b="$(cpu_s "$s3_pid")" 'BEGIN { printf "%.2f", b - a }')"
+catalog_cpu="$(awk -v a="$catalog_cpu0" -v b="$(cpu_s "$catalog_pid")" 'BEGIN { printf "%.2f", b - a }')"
 "$PY" "$BENCH_PY" table --table bench.backlog >"$R/backlog-after.json"
 read -r rss_kb user_s sys_s <"$R/backlog-time.txt"
-printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss_kb": %d, "cpu_s": %s}\n' \
+printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss_kb": %d, "cpu_s": %s, "s3s_cpu_s": %s, "catalog_cpu_s": %s}\n' \
     "$segments" "$rows" "$ship_s" "$reg_s" "$rss_kb" "$(awk -v u="$user_s" -v s="$sys_s" 'BEGIN { print u + s }')" \
-    >"$R/backlog-run.json"
+    "$s3_cpu" "$catalog_cpu" >"$R/backlog-run.json"
 log "backlog: registered in ${reg_s}s, peak RSS ${rss_kb} KiB"
 
 # ---- 2. steady flow -----------------------------------------------------------------------------
@@ -212,6 +223,7 @@ log "flow: computing latencies from the table's manifests"
 # ---- 3. pyiceberg add_files ---------------------------------------------------------------------
 log "pyiceberg: add_files over the same $segments objects"
 "$PY" "$BENCH_PY" add-files --log "$STATE/segments-backlog/segment-catalog.log" \
+    --server-pids "$s3_pid,$catalog_pid" \
     --after-seq "$backlog_after" --source-table bench.backlog --namespace bench \
     --per-file "$per_file" --per-file-no-check "$per_file_no_check" >"$R/add_files.json"
 

@@ -25,7 +25,7 @@ fn answers(table: &str, how: &str) -> f64 {
     )
 }
 
-/// Runs `f` (a pyiceberg call: blocking) once, before the `at`-th append of the run.
+/// Runs `script` (pyiceberg: blocking) once, before the `at`-th append of the run.
 struct OtherWriter {
     at: usize,
     calls: AtomicUsize,
@@ -46,7 +46,20 @@ impl BeforeAppend for OtherWriter {
     }
 }
 
-fn with_other_writer(writer: OtherWriter, clock_ahead: Duration) -> Tuning {
+/// One segment per commit, pyiceberg running `script` on `ident` before the `at`-th append, on
+/// a clock `clock_ahead` of the real one (for snapshot retention).
+fn with_other_writer(
+    at: usize,
+    ident: &str,
+    script: &'static str,
+    clock_ahead: Duration,
+) -> Tuning {
+    let writer = OtherWriter {
+        at,
+        calls: AtomicUsize::new(0),
+        ident: ident.to_string(),
+        script,
+    };
     let ahead = i64::try_from(clock_ahead.as_millis()).expect("ms");
     Tuning {
         max_batch: 1,
@@ -60,11 +73,25 @@ fn with_other_writer(writer: OtherWriter, clock_ahead: Duration) -> Tuning {
     }
 }
 
+/// A harness whose iceberg sink config has `extra` (YAML lines) and whose table exists (one
+/// segment registered); returns it with that segment's key.
+async fn harness(test: &str, extra: &str) -> (Harness, String) {
+    common::metrics::recorder();
+    let mut h = Harness::with(
+        test,
+        Options {
+            extra_iceberg_yaml: extra.to_string(),
+            ..Default::default()
+        },
+    );
+    let key = h.register_one().await;
+    (h, key)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_take_the_table_they_built_once_the_answer_confirms_it() {
-    common::metrics::recorder();
-    let mut h = Harness::new("answers");
-    let mut keys = vec![h.register_one().await];
+    let (mut h, first) = harness("answers", "").await;
+    let mut keys = vec![first];
     keys.extend(h.ship_many(0, 6, 10).await);
     let table = h.table_name("telemetry").to_string();
     let (confirmed, parsed) = (answers(&table, "confirmed"), answers(&table, "parsed"));
@@ -87,31 +114,22 @@ async fn appends_take_the_table_they_built_once_the_answer_confirms_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tag_another_writer_adds_between_two_commits_keeps_its_snapshot_from_expiry() {
-    common::metrics::recorder();
-    let mut h = Harness::with(
+    let (mut h, first) = harness(
         "answertag",
-        Options {
-            extra_iceberg_yaml: "      snapshot_retention: { max_age: 1m, min_snapshots: 2 }"
-                .to_string(),
-            ..Default::default()
-        },
-    );
-    let mut keys = vec![h.register_one().await];
+        "      snapshot_retention: { max_age: 1m, min_snapshots: 2 }",
+    )
+    .await;
+    let mut keys = vec![first];
     keys.extend(h.ship_many(0, 12, 10).await);
     let table = h.table_name("telemetry").to_string();
     let parsed = answers(&table, "parsed");
     // Before the 3rd append, pyiceberg tags the current snapshot (main does not move, so the
     // registrar's append goes through and its answer carries the tag).
-    let writer = OtherWriter {
-        at: 3,
-        calls: AtomicUsize::new(0),
-        ident: table.clone(),
-        script: r#"
+    let tag = r#"
 t = catalog.load_table(sys.argv[1])
 t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "audit").commit()
-"#,
-    };
-    let tuning = with_other_writer(writer, Duration::from_secs(3600));
+"#;
+    let tuning = with_other_writer(3, &table, tag, Duration::from_secs(3600));
     Harness::finish(h.start_with(h.config.clone(), tuning).await, 13).await;
 
     assert!(
@@ -135,30 +153,21 @@ t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "audit").commi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_property_another_writer_sets_between_two_commits_takes_effect_at_once() {
-    common::metrics::recorder();
-    let mut h = Harness::with(
+    let (mut h, first) = harness(
         "answerprop",
-        Options {
-            extra_iceberg_yaml:
-                "      table_properties: { commit.manifest.min-count-to-merge: \"3\" }".to_string(),
-            ..Default::default()
-        },
-    );
-    let mut keys = vec![h.register_one().await];
+        "      table_properties: { commit.manifest.min-count-to-merge: \"3\" }",
+    )
+    .await;
+    let mut keys = vec![first];
     keys.extend(h.ship_many(0, 8, 10).await);
     let table = h.table_name("telemetry").to_string();
     // Before the 3rd append, pyiceberg turns merging off (a property only: main does not move).
-    let writer = OtherWriter {
-        at: 3,
-        calls: AtomicUsize::new(0),
-        ident: table.clone(),
-        script: r#"
+    let merge_off = r#"
 t = catalog.load_table(sys.argv[1])
 with t.transaction() as tx:
     tx.set_properties({"commit.manifest-merge.enabled": "false"})
-"#,
-    };
-    let tuning = with_other_writer(writer, Duration::ZERO);
+"#;
+    let tuning = with_other_writer(3, &table, merge_off, Duration::ZERO);
     Harness::finish(h.start_with(h.config.clone(), tuning).await, 9).await;
 
     let iceberg = h.table("telemetry").await.expect("table");

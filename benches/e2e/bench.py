@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import resource
 import struct
 import sys
 import time
@@ -249,15 +250,30 @@ def cmd_add_files(args) -> dict:
     # Batched: one add_files call with every path: pyiceberg reads the footers on its thread
     # pool and commits once.
     batched = create_like(cat, f"{args.namespace}.pyiceberg_batched", schema)
+    pids = [int(p) for p in args.server_pids.split(",") if p]
+    servers0 = [process_cpu_s(p) for p in pids]
+    own0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     batched.add_files(paths)
     took = time.perf_counter() - start
+    own1 = resource.getrusage(resource.RUSAGE_SELF)
+    servers = [process_cpu_s(p) - c for p, c in zip(pids, servers0)]
     check = cat.load_table(f"{args.namespace}.pyiceberg_batched").current_snapshot()
     files = int(check.summary["total-data-files"]) if check is not None else 0
     if files != len(paths):
         raise SystemExit(f"pyiceberg batched: {files} data files, expected {len(paths)}")
-    out["batched"] = {"files": len(paths), "seconds": took, "rate": len(paths) / took}
+    out["batched"] = {"files": len(paths), "seconds": took, "rate": len(paths) / took,
+                      "cpu_s": (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)}
+    if len(servers) == 2:
+        out["batched"]["s3s_cpu_s"], out["batched"]["catalog_cpu_s"] = servers
     return out
+
+
+def process_cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After "pid (comm)": state is fields[0], utime and stime are the 14th and 15th fields.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def parse_labels(text: str) -> dict[str, str]:
@@ -292,6 +308,13 @@ def cmd_metrics(args) -> dict:
             values[key] = values.get(key, 0.0) + float(value)
     lag_buckets.sort()
     return {"values": values, "lag_buckets": lag_buckets}
+
+
+def cpu_split(own: float, s3s: float, catalog: float, wall: float) -> str:
+    """`own + s3s + catalog = total s (cores busy)`: what a run cost the machine, by process."""
+    total = own + s3s + catalog
+    return (f"{own:.2f} + {s3s:.2f} + {catalog:.2f} = {total:.2f} s "
+            f"({total / wall:.1f} cores busy)")
 
 
 def fmt_rate(r: float) -> str:
@@ -334,6 +357,10 @@ def cmd_report(args) -> None:
         grown = after["metadata_json_bytes"] - before["metadata_json_bytes"]
         row("metadata.json growth", f"{grown / max(added, 1):.0f} B/segment",
             f"{before['metadata_json_bytes']:,} -> {after['metadata_json_bytes']:,} bytes")
+        if "s3s_cpu_s" in run:
+            row("CPU of the run", cpu_split(run["cpu_s"], run["s3s_cpu_s"], run["catalog_cpu_s"],
+                                            run["seconds"]),
+                "registrar + s3s-fs + catalog (user+sys over the run): the cores all three share")
 
     flow, lat, met, shipper = (load("flow-run.json"), load("flow-latency.json"),
                                load("flow-metrics.json"), load("flow-shipper.txt"))
@@ -388,6 +415,10 @@ def cmd_report(args) -> None:
         b = pyi["batched"]
         row("one batched call", fmt_rate(b["rate"]),
             f"{b['files']:,} paths in {b['seconds']:.2f} s, 1 snapshot")
+        if "s3s_cpu_s" in b:
+            row("CPU of the batched call",
+                cpu_split(b["cpu_s"], b["s3s_cpu_s"], b["catalog_cpu_s"], b["seconds"]),
+                "pyiceberg + s3s-fs + catalog (user+sys over the call)")
         if reg_rate:
             segs = run["segments"]
             row("4. RATIOS", "", f"registrar seg/s on the {segs:,}-segment backlog / pyiceberg seg/s "
@@ -445,6 +476,8 @@ def main() -> None:
     a.add_argument("--per-file-no-check", type=int, default=0,
                    help="also add this many one by one with check_duplicate_files=False")
     a.add_argument("--per-file-budget", type=float, default=0.0, help="stop one-by-one after S s")
+    a.add_argument("--server-pids", default="",
+                   help="S3PID,CATALOGPID: their CPU around the batched call is recorded")
     m = sub.add_parser("metrics")
     m.add_argument("--url", required=True)
     m.add_argument("--table", required=True)

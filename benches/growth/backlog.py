@@ -20,7 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from common import Registrar, bench, human_bytes, log, markdown, mib, table_figures
+from common import (Registrar, bench, human_bytes, log, markdown, mib, table_figures,
+                    time_plan_files)
+
+# pyiceberg's plan_files is timed on the registered table up to this many files (it holds every
+# file's entry in memory: ~100,000 files is ~1 GB of Python objects).
+PLAN_FILES_MAX = 100_000
 from seglog import (Crc32c, LogAppender, place_objects, segments_like, template_segment,
                     verify_placed)
 
@@ -89,6 +94,11 @@ def cmd_run(args) -> dict:
         raise SystemExit(f"{added} data files added for {len(segments)} segments")
     new = sorted(s.timestamp_ms for s in table.metadata.snapshots
                  if s.timestamp_ms >= started_ms)
+    plan = None
+    if after["data_files"] <= PLAN_FILES_MAX:
+        plan = time_plan_files(args.table)
+        log(f"pyiceberg plan_files: {plan['plan_files_s']:.2f} s for {plan['tasks']:,} files in "
+            f"{after['manifests']:,} manifests")
     gauges = [s["backlog"] for s in samples if s["backlog"] is not None]
     return {
         "segments": len(segments),
@@ -108,6 +118,8 @@ def cmd_run(args) -> dict:
         "rss_curve_kb": [(round(s["t"], 1), s["rss_kb"]) for s in samples[:: max(1, len(samples) // 20)]],
         "metadata_json_bytes": after["metadata_json_bytes"],
         "manifests": after["manifests"],
+        "plan_files_s": plan["plan_files_s"] if plan else None,
+        "plan_files_tasks": plan["tasks"] if plan else None,
         "samples": len(samples),
     }
 
@@ -133,11 +145,14 @@ def cmd_report(args) -> None:
             f"{r['cpu_s']:.1f}",
             f"{gauge:,.0f}" if gauge is not None else "not seen",
             human_bytes(r["metadata_json_bytes"]),
+            (f"{r['plan_files_s']:.2f} ({r['plan_files_tasks']:,} files, {r['manifests']} "
+             "manifests)") if r.get("plan_files_s") is not None else "not timed",
         ])
     print(markdown(["segments", "wall s (to caught-up)", "seg/s (wall)",
                     "seg/s (first→last snapshot)", "first commit s", "snapshots",
                     "peak RSS MiB (VmHWM)", "peak RSS B/segment", "CPU s (user+sys)",
-                    "backlog gauge max", "metadata.json after"], rows))
+                    "backlog gauge max", "metadata.json after",
+                    "pyiceberg plan_files s"], rows))
     print()
     r0 = runs[0]
     print(f"Each segment: {r0['rows']} rows, {r0['object_bytes']:,} bytes (hard links of one "
@@ -147,7 +162,10 @@ def cmd_report(args) -> None:
           + "). Wall time runs from the registrar's start (process start, catalog connection, "
           "log replay included) to its exit on --until-caught-up; first commit = the first new "
           "snapshot's timestamp-ms after the start. Backlog gauge: thadam_iceberg_backlog_"
-          "segments, the highest value seen in /metrics sampled every 100 ms.")
+          "segments, the highest value seen in /metrics sampled every 100 ms. pyiceberg "
+          "plan_files: a fresh load, then table.scan().plan_files() over the whole table (every "
+          f"file of the table, the warm-up's included), registrar stopped; not timed above "
+          f"{PLAN_FILES_MAX:,} files.")
     for r in runs:
         curve = ", ".join(f"{t:g}s {kb / 1024:.0f}" for t, kb in r["rss_curve_kb"])
         print(f"\nRSS (MiB) over time, {r['segments']:,} segments: {curve}")

@@ -222,12 +222,9 @@ fn compare(
     )?;
     same(
         "schemas",
-        got.schemas.len() == expected.schemas_iter().len()
-            && got.schemas.iter().all(|s| {
-                expected
-                    .schema_by_id(s.schema_id())
-                    .is_some_and(|e| e.as_ref() == s)
-            }),
+        same_items(&got.schemas, expected.schemas_iter().len(), |s| {
+            expected.schema_by_id(s.schema_id()).map(AsRef::as_ref)
+        }),
     )?;
     same(
         "default-spec-id",
@@ -235,12 +232,15 @@ fn compare(
     )?;
     same(
         "partition-specs",
-        got.partition_specs.len() == expected.partition_specs_iter().len()
-            && got.partition_specs.iter().all(|s| {
+        same_items(
+            &got.partition_specs,
+            expected.partition_specs_iter().len(),
+            |s| {
                 expected
                     .partition_spec_by_id(s.spec_id())
-                    .is_some_and(|e| e.as_ref() == s)
-            }),
+                    .map(AsRef::as_ref)
+            },
+        ),
     )?;
     same(
         "last-partition-id",
@@ -252,12 +252,9 @@ fn compare(
     )?;
     same(
         "sort-orders",
-        got.sort_orders.len() == expected.sort_orders_iter().len()
-            && got.sort_orders.iter().all(|o| {
-                expected
-                    .sort_order_by_id(o.order_id)
-                    .is_some_and(|e| e.as_ref() == o)
-            }),
+        same_items(&got.sort_orders, expected.sort_orders_iter().len(), |o| {
+            expected.sort_order_by_id(o.order_id).map(AsRef::as_ref)
+        }),
     )?;
     same("properties", &got.properties == expected.properties())?;
     // Java writes -1 for "no current snapshot".
@@ -304,6 +301,16 @@ fn compare(
         }
     }
     Ok(())
+}
+
+/// Whether `got` holds as many items as the expected table (`expected_len`), each equal to the
+/// expected item with its id (`expected`).
+fn same_items<'e, T: PartialEq + 'e>(
+    got: &[T],
+    expected_len: usize,
+    expected: impl Fn(&T) -> Option<&'e T>,
+) -> bool {
+    got.len() == expected_len && got.iter().all(|g| expected(g).is_some_and(|e| e == g))
 }
 
 #[cfg(test)]
