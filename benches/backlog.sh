@@ -21,7 +21,7 @@
 # Reported per size: wall time to caught-up (registrar start to exit, startup included), seg/s,
 # time to the first commit, snapshots, peak RSS (GNU time's ru_maxrss), CPU time, the highest
 # thadam_iceberg_backlog_segments seen, the RSS over time, and pyiceberg's plan_files on the
-# registered table (up to 100,000 files: a reader's planning cost is per file, whatever the
+# registered table (up to 110,000 files: a reader's planning cost is per file, whatever the
 # history). Markdown on stdout, progress on stderr. ~2 min for the default when built.
 set -euo pipefail
 

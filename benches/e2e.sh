@@ -7,7 +7,8 @@
 #   2. steady flow: segments shipped at R/s (default 20/s for 60 s) while the registrar runs:
 #      p50/p99 latency from each segment's Uploaded record to the snapshot that added it;
 #   3. pyiceberg add_files over the same objects into tables of the same schema in the same
-#      catalog: file by file (first --per-file files, default 200), and one batched call;
+#      catalog: one batched call (first, in a fresh process), then file by file (first
+#      --per-file files, default 200);
 #   4. the ratios.
 #
 #   benches/e2e.sh [--segments N] [--rows R] [--rate R] [--duration S] [--per-file N]
