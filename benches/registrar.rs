@@ -6,6 +6,10 @@
 //! - `committed_set/contains`: the per-segment skip check on a table with 10,000 snapshots.
 //! - `footer/decode_and_convert`: decoding a segment footer and converting its schema.
 //! - `schema/merge`: merging a file schema that adds a column into the table schema.
+//! - `commit_answer`: taking a catalog's answer to an append, at 1,000 one-segment snapshots (a
+//!   trickle under retention) and at 200 snapshots of 500 segments (a backlog): parsing it in full
+//!   into iceberg's `TableMetadata` (and dropping the previous one), as the registrar did, against
+//!   building the table from the commit's own updates and checking the answer (`adopt`).
 //!
 //! `cargo bench --bench registrar` (criterion; reports medians).
 
@@ -15,13 +19,21 @@ mod demo;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use iceberg::spec::TableMetadata;
+use std::collections::HashMap;
+
+use iceberg::TableUpdate;
+use iceberg::spec::{
+    MAIN_BRANCH, Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadata,
+};
+use iceberg_catalog_rest::CommitTableResponse;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaDataReader;
 use serde_json::json;
 use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, encode_ids};
+use thadam_iceberg::table::committed::{
+    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WATERMARK_PREFIX, WRITER, encode_ids,
+};
 use thadam_iceberg::table::schema::convert::file_schema;
 use thadam_iceberg::table::schema::merge::merge;
 
@@ -45,7 +57,25 @@ fn metadata(snapshots: u64, per_snapshot: u64) -> TableMetadata {
                 "timestamp-ms": 1_767_225_600_000u64 + s,
                 "manifest-list": format!("s3://warehouse/lake/metadata/snap-{s}.avro"),
                 "schema-id": 0,
-                "summary": { "operation": "append", SEGMENT_IDS: encode_ids(keys.iter().map(String::as_str)) },
+                // What a registrar snapshot's summary holds (the totals, the registrar's keys).
+                "summary": {
+                    "operation": "append",
+                    SEGMENT_IDS: encode_ids(keys.iter().map(String::as_str)),
+                    SEGMENT_COUNT: per_snapshot.to_string(),
+                    CATALOG_SEQ: (s * per_snapshot).to_string(),
+                    WRITER: "iceberg/edge-capture",
+                    WATERMARK_KEY: format!("{WATERMARK_PREFIX}log-1"),
+                    "added-data-files": per_snapshot.to_string(),
+                    "added-records": (100 * per_snapshot).to_string(),
+                    "added-files-size": (4460 * per_snapshot).to_string(),
+                    "changed-partition-count": "1",
+                    "total-records": (100 * s * per_snapshot).to_string(),
+                    "total-files-size": (4460 * s * per_snapshot).to_string(),
+                    "total-data-files": (s * per_snapshot).to_string(),
+                    "total-delete-files": "0",
+                    "total-position-deletes": "0",
+                    "total-equality-deletes": "0",
+                },
             });
             if s > 1 {
                 snap["parent-snapshot-id"] = json!(s - 1);
@@ -71,7 +101,9 @@ fn metadata(snapshots: u64, per_snapshot: u64) -> TableMetadata {
         "current-snapshot-id": snapshots,
         "refs": {"main": {"snapshot-id": snapshots, "type": "branch"}},
         "snapshots": snaps,
-        "snapshot-log": [],
+        "snapshot-log": (1..=snapshots)
+            .map(|s| json!({"snapshot-id": s, "timestamp-ms": 1_767_225_600_000u64 + s}))
+            .collect::<Vec<_>>(),
         "metadata-log": [],
     });
     serde_json::from_value(doc).expect("valid metadata")
@@ -143,5 +175,87 @@ fn schema_merge(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, committed_set, footer, schema_merge);
+/// The updates of the next append to `base` (a watermark, a snapshot of `per_snapshot`
+/// segments on `main`) and the catalog's answer to them (the same updates applied, as JSON).
+fn append_and_answer(base: &TableMetadata, per_snapshot: u64) -> (Vec<TableUpdate>, Vec<u8>) {
+    let id = 1_000_000;
+    let keys: Vec<String> = (0..per_snapshot).map(|k| key(id as u64 + k)).collect();
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(id)
+        .with_parent_snapshot_id(base.current_snapshot_id())
+        .with_sequence_number(base.next_sequence_number())
+        .with_timestamp_ms(1_767_225_700_000)
+        .with_manifest_list("s3://warehouse/lake/metadata/snap-next.avro")
+        .with_schema_id(0)
+        .with_summary(Summary {
+            operation: Operation::Append,
+            additional_properties: HashMap::from([(
+                SEGMENT_IDS.to_string(),
+                encode_ids(keys.iter().map(String::as_str)),
+            )]),
+        })
+        .build();
+    let updates = vec![
+        TableUpdate::SetProperties {
+            updates: HashMap::from([(format!("{WATERMARK_PREFIX}log-1"), "9".to_string())]),
+        },
+        TableUpdate::AddSnapshot { snapshot },
+        TableUpdate::SetSnapshotRef {
+            ref_name: MAIN_BRANCH.to_string(),
+            reference: SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)),
+        },
+    ];
+    let mut builder = base.clone().into_builder(Some(LOCATION.to_string()));
+    for u in &updates {
+        builder = u.clone().apply(builder).expect("apply");
+    }
+    let answer = CommitTableResponse {
+        metadata_location: "s3://warehouse/lake/metadata/00002.metadata.json".to_string(),
+        metadata: builder.build().expect("build").metadata,
+    };
+    (updates, serde_json::to_vec(&answer).expect("json"))
+}
+
+const LOCATION: &str = "s3://warehouse/lake/metadata/00001.metadata.json";
+
+fn commit_answer(c: &mut Criterion) {
+    for (snapshots, per_snapshot) in [(1000, 1), (200, 500)] {
+        let base = metadata(snapshots, per_snapshot);
+        let refs = thadam_iceberg::testing::refs_of(
+            &serde_json::to_vec(&json!({ "metadata": base })).expect("json"),
+        )
+        .expect("refs");
+        let (updates, answer) = append_and_answer(&base, per_snapshot);
+        let shape = format!("{snapshots} snapshots x {per_snapshot} segments");
+        c.bench_with_input(
+            BenchmarkId::new("commit_answer/parse in full", &shape),
+            &answer,
+            |b, answer| {
+                b.iter(|| {
+                    let parsed: CommitTableResponse =
+                        serde_json::from_slice(black_box(answer)).expect("parse");
+                    parsed
+                })
+            },
+        );
+        c.bench_with_input(
+            BenchmarkId::new("commit_answer/build and check", &shape),
+            &answer,
+            |b, answer| {
+                b.iter(|| {
+                    thadam_iceberg::testing::adopt(
+                        &base,
+                        LOCATION,
+                        &refs,
+                        &updates,
+                        black_box(answer),
+                    )
+                    .expect("confirmed")
+                })
+            },
+        );
+    }
+}
+
+criterion_group!(benches, committed_set, footer, schema_merge, commit_answer);
 criterion_main!(benches);

@@ -10,6 +10,9 @@ use iceberg::table::Table;
 use crate::catalog::TableName;
 use crate::table::append::ReadySegment;
 
+/// How a commit's answer is taken (`catalog::rest::answer`), for the benchmarks.
+pub use crate::catalog::rest::answer::{Refs, adopt, refs_of};
+
 /// Called by a committer right before it sends an append commit, with the table it is about to
 /// commit on and the segments it is about to append. Lets tests make another writer win the race
 /// deterministically (the spec's in-process conflict test).

@@ -4,7 +4,7 @@
 //! or SigV4 signature, one renewal after a 401) is [`transport`], and what a status means is the
 //! pure [`crate::catalog::outcome::classify_status`].
 
-mod answer;
+pub(crate) mod answer;
 mod transport;
 
 use std::collections::HashMap;
