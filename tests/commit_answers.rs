@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{Harness, Options, assert_exactly_once, one_per_commit, py};
+use common::{Harness, Options, assert_exactly_once, current_manifest_list, one_per_commit, py};
 use iceberg::table::Table;
 use thadam_iceberg::Tuning;
 use thadam_iceberg::catalog::TableName;
@@ -174,18 +174,7 @@ with t.transaction() as tx:
     assert_exactly_once(&iceberg, &h.env.bucket, &keys).await;
     // Merging every 3 manifests would keep the list at 1-3; from the 3rd append on it grows by
     // one per commit, because the registrar read the property from that append's answer.
-    let current = iceberg
-        .metadata()
-        .current_snapshot()
-        .expect("snapshot")
-        .clone();
-    let manifests = iceberg
-        .manifest_list_reader(&current)
-        .load()
-        .await
-        .expect("manifest list")
-        .entries()
-        .len();
+    let manifests = current_manifest_list(&iceberg).await.entries().len();
     assert!(
         manifests >= 7,
         "merging stopped once another writer turned it off: {manifests} manifests"

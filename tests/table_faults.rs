@@ -89,16 +89,7 @@ async fn table_properties_the_append_cannot_parse_do_not_stop_it() {
     let table = h.table("telemetry").await.expect("table");
     common::assert_exactly_once(&table, &h.env.bucket, &keys).await;
     // The default min count (100) applies: two manifests are not merged yet.
-    let snapshot = table
-        .metadata()
-        .current_snapshot()
-        .expect("snapshot")
-        .clone();
-    let list = table
-        .manifest_list_reader(&snapshot)
-        .load()
-        .await
-        .expect("manifest list");
+    let list = common::current_manifest_list(&table).await;
     assert_eq!(list.entries().len(), 2);
 }
 

@@ -417,19 +417,24 @@ pub async fn planned_files(table: &Table, filter: Option<iceberg::expr::Predicat
     files
 }
 
-/// Every manifest entry's data file in the current snapshot, with the spec ID of the manifest
-/// that holds it (read from the manifests themselves, not through scan planning).
-pub async fn manifest_entries(table: &Table) -> Vec<(i32, iceberg::spec::DataFile)> {
+/// The manifest list of the table's current snapshot.
+pub async fn current_manifest_list(table: &Table) -> iceberg::spec::ManifestList {
     let snapshot = table
         .metadata()
         .current_snapshot()
         .expect("a snapshot")
         .clone();
-    let list = table
+    table
         .manifest_list_reader(&snapshot)
         .load()
         .await
-        .expect("manifest list");
+        .expect("manifest list")
+}
+
+/// Every manifest entry's data file in the current snapshot, with the spec ID of the manifest
+/// that holds it (read from the manifests themselves, not through scan planning).
+pub async fn manifest_entries(table: &Table) -> Vec<(i32, iceberg::spec::DataFile)> {
+    let list = current_manifest_list(table).await;
     let mut files = Vec::new();
     for listed in list.entries() {
         let manifest = listed
