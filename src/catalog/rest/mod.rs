@@ -220,6 +220,8 @@ impl RestClient {
                     )
                 })?;
                 self.remember_refs(table, &location, answer::refs_of(&bytes).ok());
+                // The body is as large as the metadata it was parsed into: not both at once.
+                drop(bytes);
                 self.table_from(table, result.metadata, location, result.config)
                     .map(Some)
             }
@@ -586,12 +588,13 @@ impl RestClient {
         let status = response.status().as_u16();
         match classify_status(status, CallKind::Commit, retry_after_of(&response)) {
             StatusOutcome::Success => {
-                let bytes = read_body(response, what)
-                    .await
-                    .map_err(CommitError::Unknown)?;
-                let (metadata, location) = self
-                    .take_answer(table, what, &bytes, built_on)
-                    .map_err(CommitError::Unknown)?;
+                let (metadata, location) = {
+                    let bytes = read_body(response, what)
+                        .await
+                        .map_err(CommitError::Unknown)?;
+                    self.take_answer(table, what, &bytes, built_on)
+                        .map_err(CommitError::Unknown)?
+                };
                 self.table_from(table, metadata, location, HashMap::new())
                     .map_err(CommitError::Unknown)
             }

@@ -289,14 +289,32 @@ pub(super) async fn read_json<T: DeserializeOwned>(
 }
 
 /// The whole body of a response; a failure to read it is a lost answer.
-pub(super) async fn read_body(response: reqwest::Response, what: &str) -> Result<bytes::Bytes> {
-    response.bytes().await.map_err(|e| {
+///
+/// Read chunk by chunk into one buffer sized from `Content-Length`, not with
+/// `Response::bytes`: that collects the chunks and then copies them into one buffer, so a
+/// commit's answer (the whole `metadata.json`, megabytes on a table with a long history) was
+/// held twice at the moment it arrived, and that transient was the registrar's peak memory.
+pub(super) async fn read_body(mut response: reqwest::Response, what: &str) -> Result<Vec<u8>> {
+    let lost = |e: reqwest::Error| {
         Error::unavailable(format!(
             "{what}: reading the response failed: {}",
             error_chain_text(&e.without_url())
         ))
         .with_retry_hint("lost_response", None)
-    })
+    };
+    let mut body = Vec::with_capacity(body_capacity(response.content_length()));
+    while let Some(chunk) = response.chunk().await.map_err(lost)? {
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// What to reserve for a body of `content_length` bytes: all of it, up to a limit, so that a
+/// wrong or hostile header cannot make the registrar reserve gigabytes before a byte arrives
+/// (beyond the limit the buffer grows as the body does).
+fn body_capacity(content_length: Option<u64>) -> usize {
+    const MAX_RESERVED: u64 = 64 << 20;
+    content_length.map_or(0, |n| n.min(MAX_RESERVED) as usize)
 }
 
 /// A response body as the REST spec's `T`.
@@ -363,6 +381,13 @@ mod tests {
     use super::*;
     use crate::catalog::auth::NoAuth;
     use crate::config::Secret;
+
+    #[test]
+    fn a_body_is_reserved_as_announced_up_to_a_limit() {
+        assert_eq!(body_capacity(None), 0);
+        assert_eq!(body_capacity(Some(7_900_000)), 7_900_000);
+        assert_eq!(body_capacity(Some(u64::MAX)), 64 << 20);
+    }
 
     fn transport(base: &str, prefix: Option<&str>) -> Transport {
         Transport {
