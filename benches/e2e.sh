@@ -110,6 +110,10 @@ catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
 cpu_s() {
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
+# cpu_since PID BEFORE: the CPU time process PID has used since cpu_s gave BEFORE.
+cpu_since() {
+    awk -v a="$2" -v b="$(cpu_s "$1")" 'BEGIN { printf "%.2f", b - a }'
+}
 
 
 # seconds_since START: seconds since START (from now_s), to the millisecond.
@@ -168,8 +172,8 @@ t0="$(now_s)"
     >"$STATE/backlog-registrar.out" 2>"$STATE/backlog-registrar.log" ||
     { show_log_tail "$STATE/backlog-registrar.log"; die "the registrar failed on the backlog"; }
 reg_s="$(seconds_since "$t0")"
-s3_cpu="$(awk -v a="$s3_cpu0" -v b="$(cpu_s "$s3_pid")" 'BEGIN { printf "%.2f", b - a }')"
-catalog_cpu="$(awk -v a="$catalog_cpu0" -v b="$(cpu_s "$catalog_pid")" 'BEGIN { printf "%.2f", b - a }')"
+s3_cpu="$(cpu_since "$s3_pid" "$s3_cpu0")"
+catalog_cpu="$(cpu_since "$catalog_pid" "$catalog_cpu0")"
 "$PY" "$BENCH_PY" table --table bench.backlog >"$R/backlog-after.json"
 read -r rss_kb user_s sys_s <"$R/backlog-time.txt"
 printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss_kb": %d, "cpu_s": %s, "s3s_cpu_s": %s, "catalog_cpu_s": %s}\n' \

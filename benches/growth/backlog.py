@@ -22,13 +22,13 @@ from pathlib import Path
 
 from common import (Registrar, bench, human_bytes, log, markdown, mib, table_figures,
                     time_plan_files)
+from seglog import (Crc32c, LogAppender, place_objects, segments_like, template_segment,
+                    verify_placed)
 
 # pyiceberg's plan_files is timed on the registered table up to this many files (the
 # 100,000-segment backlog and its warm-up's file): at ~40-80 us per file, a million would take
 # over a minute, with every file's entry held as Python objects.
 PLAN_FILES_MAX = 110_000
-from seglog import (Crc32c, LogAppender, place_objects, segments_like, template_segment,
-                    verify_placed)
 
 
 def cmd_run(args) -> dict:

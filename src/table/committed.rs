@@ -282,7 +282,8 @@ pub struct CommittedSet {
     live: Option<HashSet<SegmentId>>,
     /// The fork key this process registers under, per catalog, once it had to start one.
     forks: HashMap<String, String>,
-    /// Keys registered or found registered lately, whatever retention expires since.
+    /// Keys registered or found registered lately, whatever retention expires since: the
+    /// committer notes each segment the table holds (`note_registered`), whichever way it learnt.
     recent: RecentKeys,
 }
 
@@ -498,9 +499,7 @@ impl CommittedSet {
         written: Option<&(String, String)>,
     ) {
         for s in segments {
-            let id = SegmentId::of(&s.object_key);
-            self.ids.insert(id);
-            self.recent.note(id);
+            self.ids.insert(SegmentId::of(&s.object_key));
         }
         if let Some((key, value)) = written {
             self.verdicts
@@ -768,6 +767,7 @@ mod tests {
         let mut set = CommittedSet::default();
         let batch = [seg(1, "a")];
         set.record(batch.iter(), None);
+        set.note_registered(&batch[0]);
         set.forget(&[SegmentId::of("a")]);
         assert_eq!(set.ids.len(), 0);
         // A re-ship of the key (a later record, past every watermark) is still known.
