@@ -163,7 +163,10 @@ impl Registrar {
         .ok_or_else(Error::cancelled)?;
         let status = StatusBoard::default();
         status.set_catalog_ok();
-        status.set_unready_after(config.unready_after);
+        status.set_unready_after(
+            config.unready_after,
+            config.commit.linger + config.commit.min_interval,
+        );
         // Every configured table is listed (unresolved) from the start, so readiness waits for
         // all of them, not only for those whose committer has reported.
         for dataset in &config.source.datasets {

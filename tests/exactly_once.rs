@@ -12,9 +12,8 @@ use common::{Harness, assert_exactly_once, data_file_list, one_per_commit};
 use iceberg::table::Table;
 use thadam_iceberg::Tuning;
 use thadam_iceberg::catalog::TableName;
-use thadam_iceberg::catalog::adapter::CommitAdapter;
 use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::append::{ReadySegment, prepare_append};
+use thadam_iceberg::table::append::{AppendAttempts, ReadySegment, prepare_append};
 use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
 use thadam_iceberg::testing::BeforeAppend;
 
@@ -101,12 +100,11 @@ impl BeforeAppend for CompetingWriter {
             &[],
         )
         .expect("competitor's append")
-        .build()
+        .build(&mut AppendAttempts::default())
         .await
         .expect("competitor's manifests");
-        let adapter = CommitAdapter::new(self.client.clone(), name.clone(), None);
-        adapter
-            .commit_prepared(commit.updates, commit.requirements, base)
+        self.client
+            .commit(name, commit.requirements, commit.updates, None, Some(base))
             .await
             .expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());

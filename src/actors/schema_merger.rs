@@ -192,7 +192,13 @@ async fn reconcile(
         // Someone else changed the table, or we do not know whether our change landed: reload
         // and derive the change again against what the table is now, after the same pause an
         // append takes (growing with each failure in a row).
-        let (next, after) = after_failure(&failure, failures, ctx.retry(), rand::random());
+        let (next, after) = after_failure(
+            &failure,
+            failures,
+            ctx.retry(),
+            std::time::Duration::ZERO,
+            rand::random(),
+        );
         failures = after;
         let delay = match (next, failure) {
             (Next::Stop, CommitError::Fatal(e)) => return Err(e),

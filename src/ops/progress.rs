@@ -12,6 +12,21 @@ pub fn line(status: &RegistrarStatus, registered_before: u64) -> String {
         .lag_ms()
         .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
         .unwrap_or_else(|| "-".to_string());
+    // How long the longest-waiting table has gone without a commit while segments wait: a table
+    // another writer starves shows here even when it never committed.
+    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    let waiting = status
+        .tables
+        .values()
+        .filter_map(|t| t.waiting_since_ms)
+        .min()
+        .map(|since| {
+            format!(
+                ", waiting {:.1}s",
+                now.saturating_sub(since) as f64 / 1000.0
+            )
+        })
+        .unwrap_or_default();
     let quarantined: u64 = status.tables.values().map(|t| t.quarantined).sum();
     let quarantined = if quarantined > 0 {
         format!(", quarantined {quarantined}")
@@ -19,7 +34,7 @@ pub fn line(status: &RegistrarStatus, registered_before: u64) -> String {
         String::new()
     };
     format!(
-        "registered {registered} segments (+{}), skipped {}, backlog {}{quarantined}, lag {lag}",
+        "registered {registered} segments (+{}), skipped {}, backlog {}{waiting}{quarantined}, lag {lag}",
         registered.saturating_sub(registered_before),
         status.tables.values().map(|t| t.skipped).sum::<u64>(),
         status.backlog(),
@@ -68,13 +83,30 @@ mod tests {
             t.skipped = 2;
             t.lag_ms = Some(800);
         });
+        let waiting_since = |s: &mut RegistrarStatus, ms: Option<u64>| {
+            if let Some(t) = s.tables.get_mut("ns.a") {
+                t.waiting_since_ms = ms;
+            }
+        };
+        let mut status = board.snapshot();
+        assert!(status.tables["ns.a"].waiting_since_ms.is_some(), "5 wait");
+        waiting_since(&mut status, None);
         assert_eq!(
-            line(&board.snapshot(), 25),
+            line(&status, 25),
             "registered 40 segments (+15), skipped 2, backlog 5, lag 3.2s"
         );
         board.update("ns.b", |t| t.quarantined = 3);
+        let mut status = board.snapshot();
+        waiting_since(&mut status, Some(0));
+        let l = line(&status, 40);
+        assert!(
+            l.starts_with("registered 40 segments (+0), skipped 2, backlog 5, waiting ")
+                && l.ends_with(", quarantined 3, lag 3.2s"),
+            "{l}"
+        );
+        waiting_since(&mut status, None);
         assert_eq!(
-            line(&board.snapshot(), 40),
+            line(&status, 40),
             "registered 40 segments (+0), skipped 2, backlog 5, quarantined 3, lag 3.2s"
         );
     }

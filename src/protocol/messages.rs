@@ -64,8 +64,11 @@ pub enum CommitterMsg {
     Segment(UploadedSegment, SegmentPermit),
     /// `commit.linger` has passed for the oldest waiting segment: commit what is ready.
     LingerElapsed,
-    /// `commit.min_interval` has passed since the last commit started: commit what is ready.
+    /// `commit.min_interval` (or the table's adaptive pace) has passed since the last commit
+    /// started: commit what is ready.
     PaceElapsed,
+    /// The pause after a failed append attempt is over: try again with what is ready now.
+    RetryElapsed,
     /// Time to read the quarantine file for the operator's retries and discards.
     QuarantinePoll,
     /// The backoff after a read that found the object missing is over: read it again.

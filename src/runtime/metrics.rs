@@ -114,6 +114,33 @@ pub const METRICS: &[MetricDoc] = &[
         "Time from preparing an append to its successful commit, retries included.",
     ),
     doc(
+        "thadam_iceberg_commit_window_seconds",
+        Kind::Histogram,
+        TABLE,
+        Some(Unit::Seconds),
+        "Per append attempt, from taking the table it is built on (a load, or the version held) \
+         to sending the commit: what another writer's commit must land inside to make it \
+         conflict. Flat whatever the table's history.",
+    ),
+    doc(
+        "thadam_iceberg_commit_interval_seconds",
+        Kind::Gauge,
+        TABLE,
+        Some(Unit::Seconds),
+        "The table's adaptive commit interval: widened by conflicts (other writers commit to the \
+         table), narrowed by clean commits; 0 when nobody else writes. commit.min_interval stays \
+         the floor.",
+    ),
+    doc(
+        "thadam_iceberg_attempt_files_deleted_total",
+        Kind::Counter,
+        &["table", "outcome"],
+        None,
+        "Manifests and manifest lists written by append attempts that no commit references (a \
+         refused attempt, a replaced or unused manifest), deleted (outcome deleted) or not \
+         (failed: left as an orphan). Never after an unknown outcome; never data files.",
+    ),
+    doc(
         "thadam_iceberg_schema_changes_total",
         Kind::Counter,
         TABLE,
@@ -229,6 +256,15 @@ pub const METRICS: &[MetricDoc] = &[
         &["code"],
         None,
         "Fatal errors that stopped the service, by error code.",
+    ),
+    doc(
+        "thadam_iceberg_waiting_since_timestamp_seconds",
+        Kind::Gauge,
+        TABLE,
+        Some(Unit::Seconds),
+        "Unix time since which segments have been waiting for the table with no commit landing \
+         (0 while nothing waits): time() minus it is how long the table has been stalled, also \
+         for a node that never committed.",
     ),
     doc(
         "thadam_iceberg_last_commit_timestamp_seconds",

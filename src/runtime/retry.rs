@@ -156,29 +156,9 @@ pub fn next_delay(backoff: Duration, retry_after: Option<Duration>, max: Duratio
     }
 }
 
-/// The pause after the `conflicts`-th 409 in a row: full jitter (`unit` = a uniform draw in
-/// [0, 1)) over 50 ms doubling per conflict, capped at `max`. Contending writers then spread
-/// out instead of reloading and colliding in lockstep.
-pub fn conflict_backoff(conflicts: u32, max: Duration, unit: f64) -> Duration {
-    let ceiling = Duration::from_millis(50)
-        .saturating_mul(1u32 << conflicts.min(10))
-        .min(max);
-    ceiling.mul_f64(unit.clamp(0.0, 1.0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn conflict_backoff_grows_with_jitter_and_stays_under_the_cap() {
-        let max = Duration::from_secs(2);
-        assert_eq!(conflict_backoff(0, max, 0.0), Duration::ZERO);
-        assert_eq!(conflict_backoff(0, max, 1.0), Duration::from_millis(50));
-        assert_eq!(conflict_backoff(2, max, 1.0), Duration::from_millis(200));
-        assert_eq!(conflict_backoff(30, max, 1.0), max);
-        assert_eq!(conflict_backoff(3, max, 0.5), Duration::from_millis(200));
-    }
 
     #[test]
     fn retry_after_wins_over_the_backoff_but_not_over_the_cap() {

@@ -50,6 +50,11 @@ pub struct TableStatus {
     /// Since when (ms since the epoch) the table has had a `last_error` without a commit in
     /// between: it is failing and being retried. `None` while healthy.
     pub failing_since_ms: Option<u64>,
+    /// Since when (ms since the epoch) segments have been waiting for this table without a
+    /// commit landing: when the first of them arrived, or the last commit while others still
+    /// wait. `None` while nothing waits. A table whose commits keep failing (a registrar starved
+    /// by other writers) shows here, as a node that never committed at all does.
+    pub waiting_since_ms: Option<u64>,
     /// Set when this table alone was stopped by a non-transient error about it
     /// (`on_bad_segment: quarantine`; the other tables go on): the error, with its code.
     pub stopped: Option<String>,
@@ -71,8 +76,12 @@ pub struct RegistrarStatus {
     pub fatal: Option<String>,
     /// The catalog answered `GET /v1/config` with our credentials (set at start).
     pub catalog_ok: bool,
-    /// `unready_after`: a table failing for longer makes the registrar not ready (None: never).
+    /// `unready_after`: a table failing for longer, or with segments waiting and no commit
+    /// landing for longer (plus `stall_grace`), makes the registrar not ready (None: never).
     pub unready_after: Option<Duration>,
+    /// What batching itself may make a segment wait (`commit.linger` plus
+    /// `commit.min_interval`), added to `unready_after` for waiting segments.
+    pub stall_grace: Duration,
 }
 
 impl RegistrarStatus {
@@ -127,7 +136,7 @@ impl RegistrarStatus {
         }
         if let Some(limit) = self.unready_after {
             let now = now_ms();
-            let failing: Vec<String> = self
+            let mut failing: Vec<String> = self
                 .tables
                 .iter()
                 .filter_map(|(name, t)| {
@@ -143,6 +152,22 @@ impl RegistrarStatus {
                     })
                 })
                 .collect();
+            // A table whose commits do not land while segments wait, errors or not (another
+            // writer winning every race shows no error).
+            let stall_limit = limit.saturating_add(self.stall_grace);
+            failing.extend(self.tables.iter().filter_map(|(name, t)| {
+                let since = t.waiting_since_ms?;
+                let waiting = Duration::from_millis(now.saturating_sub(since));
+                (t.failing_since_ms.is_none() && waiting >= stall_limit).then(|| {
+                    format!(
+                        "table {name}: {} segments waiting and no commit landed for {}s \
+                         (unready_after {})",
+                        t.backlog,
+                        waiting.as_secs(),
+                        humantime::format_duration(limit),
+                    )
+                })
+            }));
             if !failing.is_empty() {
                 return Err(failing.join("; "));
             }
@@ -201,7 +226,9 @@ impl StatusBoard {
     }
 
     /// Changes one table's entry (created on first use). A `last_error` that appears starts
-    /// the table's failing time; one that is cleared (a commit) ends it.
+    /// the table's failing time; one that is cleared (a commit) ends it. A backlog that appears
+    /// starts its waiting time; one that empties ends it (a commit restarts it by clearing
+    /// `waiting_since_ms`).
     pub fn update(&self, table: &str, f: impl FnOnce(&mut TableStatus)) {
         if let Ok(mut s) = self.inner.lock() {
             let t = s.tables.entry(table.to_string()).or_default();
@@ -211,14 +238,27 @@ impl StatusBoard {
                 (None, Some(_)) => t.failing_since_ms = None,
                 _ => {}
             }
+            match (t.backlog > 0, t.waiting_since_ms) {
+                (true, None) => t.waiting_since_ms = Some(now_ms()),
+                (false, Some(_)) => t.waiting_since_ms = None,
+                _ => {}
+            }
         }
         self.announce();
     }
 
-    /// Sets `unready_after` (see [`RegistrarStatus::readiness`]).
-    pub fn set_unready_after(&self, limit: Duration) {
+    /// Since when segments have been waiting for `table` with no commit landing.
+    pub fn waiting_since_ms(&self, table: &str) -> Option<u64> {
+        let s = self.inner.lock().ok()?;
+        s.tables.get(table)?.waiting_since_ms
+    }
+
+    /// Sets `unready_after` and the grace batching adds for waiting segments (see
+    /// [`RegistrarStatus::readiness`]).
+    pub fn set_unready_after(&self, limit: Duration, stall_grace: Duration) {
         if let Ok(mut s) = self.inner.lock() {
             s.unready_after = Some(limit);
+            s.stall_grace = stall_grace;
         }
         self.announce();
     }
@@ -257,7 +297,7 @@ mod tests {
     fn a_table_failing_longer_than_unready_after_makes_the_registrar_unready() {
         let board = StatusBoard::default();
         board.set_catalog_ok();
-        board.set_unready_after(Duration::from_secs(300));
+        board.set_unready_after(Duration::from_secs(300), Duration::ZERO);
         board.update("ns.t", |t| t.resolved = true);
         board.update("ns.t", |t| {
             t.last_error = Some("sink.iceberg_unavailable: 503".into())
@@ -288,6 +328,44 @@ mod tests {
         board.update("ns.t", |t| t.last_error = None);
         assert_eq!(board.snapshot().tables["ns.t"].failing_since_ms, None);
         assert_eq!(board.snapshot().readiness(), Ok(()));
+    }
+
+    #[test]
+    fn segments_waiting_without_a_commit_make_the_registrar_unready_errors_or_not() {
+        let board = StatusBoard::default();
+        board.set_catalog_ok();
+        board.set_unready_after(Duration::from_secs(300), Duration::from_secs(10));
+        board.update("ns.t", |t| t.resolved = true);
+        assert_eq!(board.snapshot().tables["ns.t"].waiting_since_ms, None);
+        // Segments arrive; no commit lands (another writer wins every race: no error).
+        board.update("ns.t", |t| t.backlog = 59);
+        let since = board.snapshot().tables["ns.t"].waiting_since_ms;
+        assert!(since.is_some());
+        assert_eq!(board.snapshot().readiness(), Ok(()), "not for long yet");
+        let back = |board: &StatusBoard, ms: u64| {
+            if let Ok(mut s) = board.inner.lock() {
+                let t = s.tables.get_mut("ns.t").expect("table");
+                t.waiting_since_ms = t.waiting_since_ms.map(|m| m - ms);
+            }
+        };
+        // Within unready_after plus the grace: still ready.
+        back(&board, 305_000);
+        assert_eq!(board.snapshot().readiness(), Ok(()));
+        back(&board, 10_000);
+        board.update("ns.t", |t| t.backlog = 60);
+        let why = board.snapshot().readiness().expect_err("stalled");
+        assert!(
+            why.contains("ns.t") && why.contains("60 segments waiting"),
+            "{why}"
+        );
+        // A commit that leaves some waiting restarts the clock; an empty backlog ends it.
+        board.update("ns.t", |t| {
+            t.backlog = 3;
+            t.waiting_since_ms = None;
+        });
+        assert_eq!(board.snapshot().readiness(), Ok(()));
+        board.update("ns.t", |t| t.backlog = 0);
+        assert_eq!(board.snapshot().tables["ns.t"].waiting_since_ms, None);
     }
 
     #[test]

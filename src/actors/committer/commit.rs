@@ -1,46 +1,105 @@
-//! The commit of one batch, and its retry loop: filter the batch against the table as it is now,
-//! make the table ready for its files (schema), append, and on a conflict or an unknown outcome
-//! reload and start again, so that a segment is never appended twice whatever happened to the
-//! previous attempt.
+//! A table's appends, one attempt at a time. Read top to bottom, [`CommitterState::attempt`] is
+//! the whole commit path:
+//!
+//! 1. On a table others commit to (or after a failed attempt), write what the attempt needs on
+//!    the version held (the new files' manifest; merges on a batch's first attempt), then load
+//!    the table: the merge stays outside the window between the load and the commit.
+//! 2. Filter the batch against the table as it is now (the committed set), so that a segment
+//!    another writer or an earlier attempt registered is never appended again.
+//! 3. Make the table ready for the files (creation, schema evolution: commits of their own).
+//! 4. Build the append (reusing what earlier attempts of the batch wrote) and send it.
+//! 5. Landed: record it, narrow the pace, delete what the batch wrote and the table does not
+//!    reference. Failed: [`after_failure`] says what next; a refused attempt's files are deleted
+//!    at once, an unknown outcome's never; a retry is scheduled as a message to this committer,
+//!    so that footers and segments that arrive meanwhile are taken in and join the next attempt.
+//!
+//! What lives across attempts is [`Appends`]: the retry (its failures in a row and when it may
+//! go), what the batch's attempts wrote ([`AppendAttempts`]), and the table's adaptive pace.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use iceberg::table::Table;
+use ractor::ActorRef;
 
 use super::CommitterState;
+use super::pacing::Pace;
 use crate::catalog::CommitError;
-use crate::catalog::adapter::CommitAdapter;
 use crate::catalog::commit_retry::{Failures, Next, after_failure, outcome_label};
 use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::messages::CommitterMsg;
 use crate::protocol::segment::UploadedSegment;
-use crate::runtime::retry::{Op, retry_transient};
+use crate::runtime::retry::{Op, SLOW_WARNING_AFTER, count_retry, retry_transient};
 use crate::table::CommittedSet;
-use crate::table::append::{ReadySegment, data_file, preparation_failure, prepare_append};
+use crate::table::append::{
+    AppendAttempts, AppendCommit, ReadySegment, data_file, preparation_failure, prepare_append,
+};
 use crate::table::committed::Decision;
 use crate::table::quarantine::is_about_the_file;
 
+/// The append path's state, owned by the committer (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct Appends {
+    /// The batch whose last attempt failed, waiting for its next one.
+    pub(super) retry: Option<Retry>,
+    /// What the current batch's attempts wrote.
+    attempts: AppendAttempts,
+    /// The table's adaptive commit interval.
+    pub(super) pace: Pace,
+    /// When the last batch's first attempt started; the next waits `gap` after it.
+    pub(super) last_start: Option<Instant>,
+    pub(super) gap: Duration,
+    /// A `RetryElapsed` message is scheduled.
+    pub(super) retry_armed: bool,
+}
+
+/// A batch whose last attempt failed.
+#[derive(Debug)]
+pub(super) struct Retry {
+    failures: Failures,
+    /// The next attempt goes no earlier.
+    pub(super) at: Instant,
+    /// When the batch's first attempt started.
+    started: Instant,
+    /// Its failures were warned about as slow already.
+    warned: bool,
+}
+
 impl CommitterState {
-    /// Makes the table ready for every file of the batch (creation, schema evolution), then
-    /// appends the batch, retrying until it is in the table or the error is fatal. Whenever the
-    /// table it builds on changes (a reload, a creation another registrar won, a schema commit
-    /// that brought other writers' snapshots along), the batch is filtered again first.
-    pub(super) async fn commit_batch(&mut self, batch: Vec<ReadySegment>) -> Result<()> {
+    /// One attempt at committing `batch` (the ready prefix of the queue). Returns once the batch
+    /// landed, turned out to be registered already, or failed with a retry scheduled; an error
+    /// only when the failure is fatal.
+    pub(super) async fn attempt(
+        &mut self,
+        myself: &ActorRef<CommitterMsg>,
+        batch: Vec<ReadySegment>,
+    ) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
-        // Outages count per batch; conflicts across batches until a commit succeeds.
-        let mut failures = Failures {
-            conflicts: self.conflicts,
-            outages: 0,
-        };
-        let started = std::time::Instant::now();
-        self.last_commit = Some(started);
+        let now = Instant::now();
+        let started = self.appends.retry.as_ref().map_or(now, |r| r.started);
+        if self.appends.retry.is_none() {
+            self.appends.last_start = Some(now);
+        }
+        // 1. A table others commit to: the version held is most likely stale.
+        let mut window_start = now;
+        if (self.appends.retry.is_some() || self.appends.pace.shared()) && self.table.is_some() {
+            self.stage_ahead(&batch).await;
+            window_start = Instant::now();
+            self.reload(&mut shutdown).await?;
+        }
         loop {
+            // 2. What the table still lacks.
             let todo = self.still_missing(&batch).await?;
             if todo.is_empty() {
+                // Registered already (an earlier attempt whose answer was lost, another writer).
+                self.appends.retry = None;
+                self.batch_over(None).await;
                 self.publish_backlog();
                 return Ok(());
             }
+            // 3. Creation and schema evolution.
             let filtered_against = self.table_version();
             if let Err((seq, e)) = self.reconcile_schema(&todo).await? {
                 return self.bad_segment(seq, e).await;
@@ -66,6 +125,7 @@ impl CommitterState {
             if let Some(hook) = &ctx.tuning.hooks.before_append {
                 hook.before_append(&self.name, &table, &todo).await;
             }
+            // 4. Build and send.
             let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
             let watermark = self.committed.watermark_update(&segments);
             // Snapshot retention rides on the append (metadata only; see table::retention).
@@ -73,9 +133,8 @@ impl CommitterState {
                 .config
                 .snapshot_retention
                 .map_or_else(Default::default, |policy| {
-                    let name = self.name.to_string();
                     crate::table::retention::plan(
-                        &name,
+                        &self.name.to_string(),
                         table.metadata(),
                         &policy,
                         ctx.tuning.now_ms(),
@@ -90,81 +149,234 @@ impl CommitterState {
                 &expire.snapshot_ids,
             )?;
             let vended = self.vended_generation(&table);
-            let key = uuid::Uuid::new_v4().to_string();
-            let adapter = CommitAdapter::new(ctx.client.clone(), self.name.clone(), Some(key));
-            // A stop abandons a commit in flight: safe, because whether it landed or not, the
-            // next start finds its keys (or not) in the table and does only what is missing.
-            let outcome = tokio::select! {
-                outcome = async {
-                    let commit = append.build().await?;
-                    adapter.commit_prepared(commit.updates, commit.requirements, &table).await
-                } => outcome,
+            let built = tokio::select! {
+                b = append.build(&mut self.appends.attempts) => b,
+                // A stop abandons the attempt: nothing was sent.
                 _ = shutdown.requested() => return Err(Error::cancelled()),
             };
-            let failure = match outcome {
+            let commit = match built {
+                Ok(commit) => commit,
+                Err(e) => {
+                    let failure = preparation_failure(&self.name, &e);
+                    // S3 refused the manifests written with vended credentials: reload for
+                    // fresh ones (the table handle carries them) and build the append again.
+                    if let (CommitError::Fatal(e), Some(generation)) = (&failure, vended)
+                        && e.code() == ErrorCode::AuthFailed
+                    {
+                        self.vended_refused(generation, "writing the manifests of an append")
+                            .await?;
+                        if self.vended_generation_of_current() == Some(generation) {
+                            // Told to retry, but the table still holds those credentials.
+                            self.reload(&mut shutdown).await?;
+                        }
+                        continue;
+                    }
+                    return self.failed(myself, failure, started).await;
+                }
+            };
+            metrics::histogram!("thadam_iceberg_commit_window_seconds", "table" => self.name.to_string())
+                .record(window_start.elapsed().as_secs_f64());
+            self.appends.attempts.sent(&commit.files);
+            let AppendCommit {
+                updates,
+                requirements,
+                files,
+                manifest_list,
+            } = commit;
+            let key = uuid::Uuid::new_v4().to_string();
+            // A stop abandons a commit in flight: safe, because whether it landed or not, the
+            // next start finds its keys (or not) in the table and does only what is missing;
+            // its files stay (they were marked sent).
+            let outcome = tokio::select! {
+                o = ctx.client.commit(&self.name, requirements, updates, Some(&key), Some(&table)) => o,
+                _ = shutdown.requested() => return Err(Error::cancelled()),
+            };
+            // 5. What it means.
+            return match outcome {
                 Ok(new_table) => {
-                    self.conflicts = 0;
                     self.vended_worked(vended);
+                    if self.appends.retry.take().is_none() {
+                        self.appends.pace.landed_clean();
+                    }
+                    self.appends.gap = self
+                        .appends
+                        .pace
+                        .gap(ctx.config.commit.min_interval, rand::random());
+                    self.publish_pace();
                     self.committed_ok(new_table, &todo, watermark.as_ref(), started);
                     // The set stays as large as the snapshots the table keeps.
                     self.committed.forget(&expire.segment_ids);
-                    return Ok(());
+                    self.batch_over(Some(&files)).await;
+                    Ok(())
                 }
-                Err(e) => match adapter.take_failure() {
-                    Some(failure) => failure,
-                    None => {
-                        let failure = preparation_failure(&self.name, &e);
-                        // S3 refused the manifests written with vended credentials: reload for
-                        // fresh ones (the table handle carries them) and build the append again.
-                        if let (CommitError::Fatal(e), Some(generation)) = (&failure, vended)
-                            && e.code() == ErrorCode::AuthFailed
-                        {
-                            self.vended_refused(generation, "writing the manifests of an append")
-                                .await?;
-                            if self.vended_generation_of_current() == Some(generation) {
-                                // Told to retry, but the table still holds those credentials.
-                                self.reload(&mut shutdown).await?;
-                            }
-                            continue;
-                        }
-                        failure
+                Err(failure) => {
+                    match &failure {
+                        CommitError::Unknown(_) => self.appends.attempts.unknown(),
+                        _ => self.appends.attempts.refused(&files, &manifest_list),
                     }
-                },
-            };
-            metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label(&failure))
-                .increment(1);
-            let before = failures;
-            let (next, after) = after_failure(&failure, failures, ctx.retry(), rand::random());
-            failures = after;
-            self.conflicts = failures.conflicts;
-            let Next::Reload { delay } = next else {
-                return Err(match failure {
-                    CommitError::Fatal(e)
-                    | CommitError::Unknown(e)
-                    | CommitError::NotApplied(e) => e,
-                    CommitError::Conflict(why) => Error::internal(why),
-                });
-            };
-            match &failure {
-                // Another writer got there first: the jittered pause lets writers contending
-                // for one table take turns instead of colliding again.
-                CommitError::Conflict(why) => {
-                    tracing::info!(table = %self.name, ?delay, "append conflicted ({why}); reloading and rebuilding");
+                    self.delete_stale(&table).await;
+                    self.failed(myself, failure, started).await
                 }
-                CommitError::Unknown(e) | CommitError::NotApplied(e) => {
-                    crate::runtime::retry::count_retry(Op::Append, e.retry_cause());
-                    tracing::warn!(table = %self.name, attempt = before.outages, ?delay, "append did not complete ({e}); reloading and reconciling");
-                    self.ctx().status.update(&self.name.to_string(), |s| {
-                        s.last_error = Some(e.to_string())
-                    });
-                }
-                CommitError::Fatal(_) => {}
-            }
-            if !shutdown.sleep(delay).await {
-                return Err(Error::cancelled());
-            }
-            self.reload(&mut shutdown).await?;
+            };
         }
+    }
+
+    /// After a failed attempt: stop on a fatal failure (giving up what the batch wrote), or
+    /// schedule the next attempt after the policy's pause.
+    async fn failed(
+        &mut self,
+        myself: &ActorRef<CommitterMsg>,
+        failure: CommitError,
+        started: Instant,
+    ) -> Result<()> {
+        let ctx = Arc::clone(&self.args.ctx);
+        metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label(&failure))
+            .increment(1);
+        let before = self
+            .appends
+            .retry
+            .as_ref()
+            .map(|r| r.failures)
+            .unwrap_or_default();
+        let (next, failures) = after_failure(
+            &failure,
+            before,
+            ctx.retry(),
+            self.appends.pace.interval(),
+            rand::random(),
+        );
+        let Next::Reload { delay } = next else {
+            self.appends.retry = None;
+            self.batch_over(None).await;
+            return Err(match failure {
+                CommitError::Fatal(e) | CommitError::Unknown(e) | CommitError::NotApplied(e) => e,
+                CommitError::Conflict(why) => Error::internal(why),
+            });
+        };
+        let mut warned = self.appends.retry.as_ref().is_some_and(|r| r.warned);
+        match &failure {
+            // Another writer got there first: the table is free again.
+            CommitError::Conflict(why) => {
+                self.appends.pace.conflicted();
+                self.publish_pace();
+                tracing::info!(table = %self.name, ?delay, conflicts = failures.conflicts, "append conflicted ({why}); reloading and rebuilding");
+            }
+            CommitError::Unknown(e) | CommitError::NotApplied(e) => {
+                count_retry(Op::Append, e.retry_cause());
+                tracing::warn!(table = %self.name, attempt = before.outages, ?delay, "append did not complete ({e}); reloading and reconciling");
+                self.ctx().status.update(&self.name.to_string(), |s| {
+                    s.last_error = Some(e.to_string())
+                });
+            }
+            CommitError::Fatal(_) => {}
+        }
+        let failing = started.elapsed();
+        if failing >= SLOW_WARNING_AFTER && !warned {
+            warned = true;
+            tracing::warn!(
+                table = %self.name,
+                conflicts = failures.conflicts,
+                outages = failures.outages,
+                "an append of table {} has been retried for {}s ({} segments waiting); still trying",
+                self.name,
+                failing.as_secs(),
+                self.pending.len()
+            );
+        }
+        self.appends.retry = Some(Retry {
+            failures,
+            at: Instant::now() + delay,
+            started,
+            warned,
+        });
+        self.arm_retry(myself, delay);
+        self.publish_backlog();
+        Ok(())
+    }
+
+    /// Wakes this committer for the next attempt after `delay`: at once by a message behind
+    /// those already waiting (footers and segments that arrived join the attempt), or a timer.
+    pub(super) fn arm_retry(&mut self, myself: &ActorRef<CommitterMsg>, delay: Duration) {
+        if self.appends.retry_armed {
+            return;
+        }
+        self.appends.retry_armed = true;
+        if delay.is_zero() {
+            if let Err(e) = myself.cast(CommitterMsg::RetryElapsed) {
+                tracing::debug!(table = %self.name, "cannot schedule the retry: {e}");
+            }
+        } else {
+            myself.send_after(delay, || CommitterMsg::RetryElapsed);
+        }
+    }
+
+    /// Writes, on the version of the table held, what the next attempt will need and does not
+    /// hold yet: best effort (a failure here is met again, and handled, by the build).
+    async fn stage_ahead(&mut self, batch: &[ReadySegment]) {
+        let Some(table) = self.table.clone() else {
+            return;
+        };
+        let ctx = Arc::clone(&self.args.ctx);
+        let todo: Vec<ReadySegment> = batch
+            .iter()
+            .filter(|r| self.decide(&r.segment) == Decision::Missing)
+            .cloned()
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let Ok(append) = prepare_append(
+            &table,
+            &ctx.config.url.bucket,
+            &ctx.writer_id(),
+            &todo,
+            None,
+            &[],
+        ) else {
+            return;
+        };
+        let mut shutdown = ctx.shutdown.clone();
+        tokio::select! {
+            r = append.stage(&mut self.appends.attempts) => {
+                if let Err(e) = r {
+                    tracing::debug!(table = %self.name, "writing ahead of the load failed ({e}); the build retries it");
+                }
+            }
+            _ = shutdown.requested() => {}
+        }
+    }
+
+    /// The batch's attempts are over: it landed with `landed` (the files its commit references),
+    /// or it is given up or found registered (`None`). Whatever else it wrote and never sent is
+    /// deleted.
+    async fn batch_over(&mut self, landed: Option<&[String]>) {
+        self.appends.attempts.finish(landed);
+        if let Some(table) = self.table.clone() {
+            self.delete_stale(&table).await;
+        }
+    }
+
+    /// Deletes the files the batch's attempts wrote that no commit references and none will
+    /// (see `table::append::attempts`): a refused attempt's manifest list, replaced manifests.
+    /// Best effort: a file that cannot be deleted is an orphan, never a wrong table.
+    async fn delete_stale(&mut self, table: &Table) {
+        for path in self.appends.attempts.take_stale() {
+            let outcome = match table.file_io().delete(&path).await {
+                Ok(()) => "deleted",
+                Err(e) => {
+                    tracing::debug!(table = %self.name, path, "could not delete a file no commit references: {e}");
+                    "failed"
+                }
+            };
+            metrics::counter!("thadam_iceberg_attempt_files_deleted_total", "table" => self.name.to_string(), "outcome" => outcome)
+                .increment(1);
+        }
+    }
+
+    /// The table's adaptive commit interval, as a gauge.
+    fn publish_pace(&self) {
+        metrics::gauge!("thadam_iceberg_commit_interval_seconds", "table" => self.name.to_string())
+            .set(self.appends.pace.interval().as_secs_f64());
     }
 
     /// The segments of `batch` the table does not hold yet, after checking any watermark the
@@ -193,7 +405,11 @@ impl CommitterState {
                         self.skipped(&r.segment);
                     }
                 }
-                Decision::Missing => todo.push(r.clone()),
+                // Still queued: not quarantined or superseded meanwhile.
+                Decision::Missing if self.pending.get(&r.segment.seq).is_some() => {
+                    todo.push(r.clone())
+                }
+                Decision::Missing => {}
                 other => {
                     return Err(Error::internal(format!(
                         "segment seq {} still undecided ({other:?}) after its watermarks were checked",
@@ -213,7 +429,9 @@ impl CommitterState {
                 "table {} does not exist in the catalog at {} (it was dropped while the registrar \
                  ran, or never created); create it, or set create_table: true on sink {} to let \
                  the registrar create it",
-                self.name, ctx.config.catalog_uri, ctx.config.id
+                self.name,
+                crate::catalog::redacted_url(&ctx.config.catalog_uri),
+                ctx.config.id
             ),
         )
     }
@@ -247,7 +465,7 @@ impl CommitterState {
         table: Table,
         batch: &[ReadySegment],
         watermark: Option<&(String, String)>,
-        started: std::time::Instant,
+        started: Instant,
     ) {
         self.committed
             .record(batch.iter().map(|r| &r.segment), watermark);

@@ -51,6 +51,7 @@ mod batching;
 mod commit;
 mod credentials;
 mod footers;
+mod pacing;
 mod queue;
 mod reporting;
 mod schema;
@@ -77,17 +78,15 @@ pub struct CommitterState {
     initialised: bool,
     /// A `LingerElapsed` message is scheduled.
     linger_armed: bool,
-    /// A `PaceElapsed` message is scheduled (`commit.min_interval`).
+    /// A `PaceElapsed` message is scheduled (`commit.min_interval`, or the adaptive pace).
     pace_armed: bool,
-    /// When the last append commit started (`commit.min_interval` counts from it).
-    last_commit: Option<Instant>,
+    /// The append path: the retry, what the batch's attempts wrote, the pace (see `commit`).
+    appends: commit::Appends,
     /// The decoded size of the latest footer read: what a read in flight is expected to add.
     footer_estimate: u64,
     /// Fingerprints of the latest segments seen, by seq, so that a watermark another writer of
     /// the same log just moved is checked without reading the log (bounded: [`RECENT`]).
     recent: BTreeMap<u64, SegmentId>,
-    /// 409s in a row, for the backoff that lets the other writer through.
-    conflicts: u32,
     /// File schemas already reconciled with this table (cleared when the table is replaced).
     /// The table only ever evolves compatibly, so a file that fit an earlier version of it still
     /// fits: re-merging it against the evolved table would take an older file (int) for a
@@ -156,10 +155,9 @@ impl Actor for Committer {
             initialised: false,
             linger_armed: false,
             pace_armed: false,
-            last_commit: None,
+            appends: commit::Appends::default(),
             footer_estimate: DEFAULT_FOOTER_ESTIMATE,
             recent: BTreeMap::new(),
-            conflicts: 0,
             accepted: Vec::new(),
             reloaded_for_refusal: None,
             renewal_exhausted: None,
@@ -194,6 +192,10 @@ impl Actor for Committer {
             }
             CommitterMsg::PaceElapsed => {
                 state.pace_armed = false;
+                Ok(())
+            }
+            CommitterMsg::RetryElapsed => {
+                state.appends.retry_armed = false;
                 Ok(())
             }
             CommitterMsg::RereadFooter { seq } => {
@@ -371,7 +373,12 @@ impl CommitterState {
             if batch.is_empty() {
                 return Ok(());
             }
-            self.commit_batch(batch).await?;
+            self.attempt(myself, batch).await?;
+            if self.appends.retry_armed {
+                // The next attempt is scheduled (`arm_retry`): messages that arrived meanwhile
+                // are taken in first, and their segments join it.
+                return Ok(());
+            }
         }
     }
 
@@ -380,7 +387,9 @@ impl CommitterState {
     /// goes at once. One that is not full waits while the next segment's footer is already on
     /// its way (waiting adds batch size, not latency), and otherwise for at most `commit.linger`
     /// after its oldest segment arrived. Either waits for `commit.min_interval` after the last
-    /// commit started. Timer messages wake the committer. Nothing is cloned unless it commits.
+    /// commit started (or the gap the table's adaptive pace asks for). A batch being retried goes
+    /// as soon as its pause is over, with whatever is ready then. Timer messages wake the
+    /// committer. Nothing is cloned unless it commits.
     fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Vec<ReadySegment> {
         let ctx = Arc::clone(&self.args.ctx);
         let limits = BatchLimits {
@@ -406,15 +415,23 @@ impl CommitterState {
             .values()
             .next()
             .map(|p| now.duration_since(p.arrived));
-        let since_commit = self.last_commit.map(|t| now.duration_since(t));
-        let decision = batch_decision(
-            &prefix,
-            &limits,
-            oldest_waited,
-            ctx.linger(),
-            since_commit,
-            ctx.config.commit.min_interval,
-        );
+        let decision = match &self.appends.retry {
+            Some(retry) if retry.at > now => {
+                let delay = retry.at - now;
+                self.arm_retry(myself, delay);
+                BatchDecision::Wait
+            }
+            Some(_) if prefix.segments > 0 => BatchDecision::Commit,
+            Some(_) => BatchDecision::Wait,
+            None => batch_decision(
+                &prefix,
+                &limits,
+                oldest_waited,
+                ctx.linger(),
+                self.appends.last_start.map(|t| now.duration_since(t)),
+                self.appends.gap.max(ctx.config.commit.min_interval),
+            ),
+        };
         match decision {
             BatchDecision::Wait => Vec::new(),
             BatchDecision::WaitFor(why, delay) => {

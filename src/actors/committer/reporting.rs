@@ -22,15 +22,20 @@ impl CommitterState {
         });
     }
 
+    /// The segments waiting, in the status board and the gauges: at every change of the queue,
+    /// and while a commit is being retried (each attempt hands the committer back its mailbox).
     pub(super) fn publish_backlog(&self) {
         let backlog = self.pending.len() as u64;
         let held = self.held.len() as u64;
-        metrics::gauge!("thadam_iceberg_backlog_segments", "table" => self.name.to_string())
+        let name = self.name.to_string();
+        metrics::gauge!("thadam_iceberg_backlog_segments", "table" => name.clone())
             .set(backlog as f64);
-        self.ctx().status.update(&self.name.to_string(), |s| {
+        let status = &self.ctx().status;
+        status.update(&name, |s| {
             s.backlog = backlog;
             s.quarantined = held;
         });
+        publish_waiting_since(&name, status.waiting_since_ms(&name));
     }
 
     /// Stops this table alone (see [`stops_table_only`]): reported in the status board (and so
@@ -91,7 +96,10 @@ impl CommitterState {
         let max_seq = batch.iter().map(|r| r.segment.seq).max();
         let oldest_upload = batch.iter().map(|r| r.segment.uploaded_at_ms).min();
         let backlog = self.pending.len() as u64;
-        self.ctx().status.update(&name, |s| {
+        let status = &self.ctx().status;
+        status.update(&name, |s| {
+            // A commit landed: whatever still waits, waits from now.
+            s.waiting_since_ms = None;
             s.lag_ms = oldest_upload.map(|u| now_ms.saturating_sub(u));
             s.registered += batch.len() as u64;
             s.commits += 1;
@@ -102,8 +110,17 @@ impl CommitterState {
                 s.last_seq = Some(s.last_seq.map_or(m, |l| l.max(m)));
             }
         });
+        publish_waiting_since(&name, status.waiting_since_ms(&name));
         metrics::gauge!("thadam_iceberg_backlog_segments", "table" => name.clone())
             .set(backlog as f64);
         tracing::info!(table = %name, segments = batch.len(), rows, "registered");
     }
+}
+
+/// `thadam_iceberg_waiting_since_timestamp_seconds`: since when segments have been waiting for
+/// the table with no commit landing (0 while nothing waits). `time() - it` is how long a table
+/// has been stalled, for a node that never committed as for one that stopped committing.
+fn publish_waiting_since(table: &str, since_ms: Option<u64>) {
+    metrics::gauge!("thadam_iceberg_waiting_since_timestamp_seconds", "table" => table.to_string())
+        .set(since_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
 }

@@ -5,10 +5,12 @@
 //! merging), `merge` is the merge policy (Java's `MergeAppend`), `manifest_list` writes the
 //! manifest list deflate-compressed.
 
+pub mod attempts;
 pub mod manifest_list;
 pub mod merge;
 pub mod producer;
 
+pub use attempts::AppendAttempts;
 pub use producer::{AppendCommit, PreparedAppend, prepare_append};
 
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};

@@ -14,15 +14,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use iceberg::spec::{
-    DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation,
-    PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector,
-    Summary, TableMetadata, TableProperties,
+    DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
+    ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot,
+    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
+    TableProperties,
 };
 use iceberg::table::Table;
 use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
-use uuid::Uuid;
 
+use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
 use super::manifest_list::{MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
 use super::{ReadySegment, data_file};
@@ -36,6 +36,10 @@ use crate::table::committed::{
 pub struct AppendCommit {
     pub updates: Vec<TableUpdate>,
     pub requirements: Vec<TableRequirement>,
+    /// The files of this batch the commit references (manifests and its manifest list).
+    pub files: Vec<String>,
+    /// Its manifest list (never reused by another attempt).
+    pub manifest_list: String,
 }
 
 /// An append whose inputs are checked (data files described, summary keys chosen) and whose
@@ -93,11 +97,12 @@ pub fn prepare_append<'a>(
 }
 
 impl PreparedAppend<'_> {
-    /// Writes the manifests and the manifest list, and returns the commit: the watermark
-    /// property, the snapshot and the `main` ref, then the expired snapshots; asserting the
-    /// table's UUID and the snapshot it was built on. Failures here happen before any request
-    /// to the catalog (see [`super::preparation_failure`]).
-    pub async fn build(self) -> iceberg::Result<AppendCommit> {
+    /// Writes what the commit needs and `attempts` does not hold yet (the manifest of the new
+    /// files, the merges of the batch's first attempt, always a manifest list), and returns the
+    /// commit: the watermark property, the snapshot and the `main` ref, then the expired
+    /// snapshots; asserting the table's UUID and the snapshot it was built on. Failures here
+    /// happen before any request to the catalog (see [`super::preparation_failure`]).
+    pub async fn build(self, attempts: &mut AppendAttempts) -> iceberg::Result<AppendCommit> {
         let table = self.table;
         let metadata = table.metadata();
         if self.files.is_empty() {
@@ -107,82 +112,15 @@ impl PreparedAppend<'_> {
             ));
         }
         validate_files(metadata, &self.files)?;
-        let snapshot_id = unique_snapshot_id(metadata);
-        let mut names = Names::new(metadata.location());
         let summary = summary(metadata, &self.files, self.properties)?;
+        let Staged {
+            snapshot_id,
+            manifests,
+            mut files,
+        } = stage(table, &self.files, attempts).await?;
 
-        // The new manifest is written first, as Java does: its length is its packing weight.
-        let mut writer = manifest_writer(table, &names.manifest(), snapshot_id, None)?;
-        for file in self.files.iter().cloned() {
-            // A negative sequence number leaves it to be inherited from the manifest list.
-            writer.add_file(file, -1)?;
-        }
-        let new_manifest = writer.write_manifest_file().await?;
-
-        let current = match metadata.current_snapshot() {
-            Some(snapshot) => table
-                .manifest_list_reader(snapshot)
-                .load()
-                .await?
-                .consume_entries()
-                .into_iter()
-                .collect(),
-            None => Vec::new(),
-        };
-        let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
-            .into_iter()
-            // Manifests without files are left behind, as the library's fast append does.
-            .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
-            .partition(|m| m.content == ManifestContentType::Data);
-
-        let mut candidates = Vec::with_capacity(data.len() + 1);
-        candidates.push(new_manifest);
-        candidates.extend(data);
-        let plan = merge::plan(
-            &merge_policy(table),
-            &candidates
-                .iter()
-                .map(|m| Candidate {
-                    spec_id: m.partition_spec_id,
-                    length: u64::try_from(m.manifest_length).unwrap_or(0),
-                    entries: u64::from(m.added_files_count.unwrap_or(0))
-                        + u64::from(m.existing_files_count.unwrap_or(0)),
-                    mergeable: can_rewrite(metadata, m),
-                })
-                .collect::<Vec<_>>(),
-        );
-        let mut manifests = Vec::with_capacity(plan.len() + deletes.len());
-        let mut new_manifest_merged = false;
-        for planned in plan {
-            match planned {
-                Planned::Keep(i) => manifests.push(candidates[i].clone()),
-                Planned::Merge { spec_id, members } => {
-                    new_manifest_merged |= members.contains(&0);
-                    let merged = merge_bin(
-                        table,
-                        &names.manifest(),
-                        snapshot_id,
-                        spec_id,
-                        &candidates,
-                        &members,
-                        &self.files,
-                    )
-                    .await?;
-                    manifests.push(merged);
-                }
-            }
-        }
-        // Delete manifests (other writers' row deletes) are never merged, only carried.
-        manifests.extend(deletes);
-        if new_manifest_merged {
-            // Written this attempt and referenced by nothing: safe to remove (best effort).
-            let path = &candidates[0].manifest_path;
-            if let Err(e) = table.file_io().delete(path).await {
-                tracing::debug!(path, "could not remove the unreferenced new manifest: {e}");
-            }
-        }
-
-        let list_path = names.manifest_list(snapshot_id);
+        let root = metadata_root(metadata);
+        let list_path = attempts.manifest_list_path(&root, snapshot_id);
         let next_seq = metadata.next_sequence_number();
         let first_row_id = metadata.next_row_id();
         let parent = metadata.current_snapshot_id();
@@ -199,14 +137,17 @@ impl PreparedAppend<'_> {
         let next_row_id = list.next_row_id();
         list.close().await?;
         let compressed = deflate_container(&memory.bytes())?;
+        attempts.wrote(&list_path);
         table
             .file_io()
             .new_output(&list_path)?
             .write(compressed.into())
             .await?;
+        attempts.built();
+        files.push(list_path.clone());
 
         let snapshot = Snapshot::builder()
-            .with_manifest_list(list_path)
+            .with_manifest_list(list_path.clone())
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(parent)
             .with_sequence_number(next_seq)
@@ -251,8 +192,181 @@ impl PreparedAppend<'_> {
         Ok(AppendCommit {
             updates,
             requirements,
+            files,
+            manifest_list: list_path,
         })
     }
+
+    /// Writes the manifest of the new files and, on the batch's first attempt, the merges the
+    /// table's properties ask for, into `attempts`, without a manifest list: a committer that
+    /// must load the table before it commits (another writer commits to it) does this first,
+    /// on the version it holds, so that the merge is outside the window between the load and
+    /// the commit; the build on the loaded version then reuses both.
+    pub async fn stage(&self, attempts: &mut AppendAttempts) -> iceberg::Result<()> {
+        if self.files.is_empty() {
+            return Ok(());
+        }
+        validate_files(self.table.metadata(), &self.files)?;
+        stage(self.table, &self.files, attempts).await.map(|_| ())
+    }
+}
+
+/// The data and delete manifests of an attempt's manifest list, in order, and which of them
+/// this batch wrote.
+struct Staged {
+    snapshot_id: i64,
+    manifests: Vec<ManifestFile>,
+    files: Vec<String>,
+}
+
+fn metadata_root(metadata: &TableMetadata) -> String {
+    format!("{}/metadata", metadata.location().trim_end_matches('/'))
+}
+
+/// The manifests of an attempt (see [`AppendAttempts`]): the manifest of `added` (reused when
+/// the batch wrote it already), the current snapshot's manifests with the batch's cached merges
+/// in place of their inputs, and on the batch's first attempt the merges the policy asks for.
+/// The new files are never part of a merge, so a merge stays valid when the batch changes.
+async fn stage(
+    table: &Table,
+    added: &[DataFile],
+    attempts: &mut AppendAttempts,
+) -> iceberg::Result<Staged> {
+    let metadata = table.metadata();
+    let snapshot_id = attempts.snapshot_id(metadata);
+    let root = metadata_root(metadata);
+    let schema_id = metadata.current_schema_id();
+
+    let key = NewFilesKey {
+        paths: added.iter().map(|f| f.file_path().to_string()).collect(),
+        schema_id,
+        spec_id: metadata.default_partition_spec_id(),
+    };
+    let new_manifest = match &attempts.new_manifest {
+        Some((k, m)) if *k == key => m.clone(),
+        _ => {
+            if let Some((_, old)) = attempts.new_manifest.take() {
+                attempts.retire(&old.manifest_path);
+            }
+            // The new manifest is written first, as Java does: its length is its packing weight.
+            let path = attempts.manifest_path(&root);
+            let mut writer = manifest_writer(table, &path, snapshot_id, None)?;
+            for file in added.iter().cloned() {
+                // A negative sequence number leaves it to be inherited from the manifest list.
+                writer.add_file(file, -1)?;
+            }
+            attempts.wrote(&path);
+            let m = writer.write_manifest_file().await?;
+            attempts.new_manifest = Some((key, m.clone()));
+            m
+        }
+    };
+    let mut files = vec![new_manifest.manifest_path.clone()];
+
+    let current = match metadata.current_snapshot() {
+        Some(snapshot) => table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await?
+            .consume_entries()
+            .into_iter()
+            .collect(),
+        None => Vec::new(),
+    };
+    let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
+        .into_iter()
+        // Manifests without files are left behind, as the library's fast append does.
+        .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
+        .partition(|m| m.content == ManifestContentType::Data);
+
+    // Cached merges whose inputs are all still listed stand in for them; the others are stale
+    // (another writer rewrote an input: a compaction, a delete).
+    let listed: HashSet<&str> = data.iter().map(|m| m.manifest_path.as_str()).collect();
+    let mut valid: Vec<CachedMerge> = Vec::new();
+    for merge in std::mem::take(&mut attempts.merges) {
+        if merge.schema_id == schema_id && merge.inputs.iter().all(|p| listed.contains(p.as_str()))
+        {
+            valid.push(merge);
+        } else {
+            attempts.retire(&merge.manifest.manifest_path);
+        }
+    }
+    let mut candidates = Vec::with_capacity(data.len() + 1);
+    candidates.push(new_manifest);
+    let mut placed = vec![false; valid.len()];
+    for m in data {
+        match valid
+            .iter()
+            .position(|v| v.inputs.contains(&m.manifest_path))
+        {
+            // A merged manifest goes where its newest input was.
+            Some(i) if !placed[i] => {
+                placed[i] = true;
+                candidates.push(valid[i].manifest.clone());
+            }
+            Some(_) => {}
+            None => candidates.push(m),
+        }
+    }
+    files.extend(valid.iter().map(|v| v.manifest.manifest_path.clone()));
+    let may_merge = attempts.may_merge();
+    attempts.merges = valid;
+
+    let mut manifests = Vec::with_capacity(candidates.len() + deletes.len());
+    if may_merge {
+        let plan = merge::plan(
+            &merge_policy(table),
+            &candidates
+                .iter()
+                .map(|m| Candidate {
+                    spec_id: m.partition_spec_id,
+                    length: u64::try_from(m.manifest_length).unwrap_or(0),
+                    entries: u64::from(m.added_files_count.unwrap_or(0))
+                        + u64::from(m.existing_files_count.unwrap_or(0)),
+                    mergeable: can_rewrite(metadata, m),
+                })
+                .collect::<Vec<_>>(),
+        );
+        for planned in plan {
+            match planned {
+                Planned::Keep(i) => manifests.push(candidates[i].clone()),
+                Planned::Merge { spec_id, members } => {
+                    // The batch's own manifest stays out of the merge (see above).
+                    if members.contains(&0) {
+                        manifests.push(candidates[0].clone());
+                    }
+                    let inputs: Vec<usize> = members.into_iter().filter(|&i| i != 0).collect();
+                    if inputs.len() < 2 {
+                        manifests.extend(inputs.iter().map(|&i| candidates[i].clone()));
+                        continue;
+                    }
+                    let path = attempts.manifest_path(&root);
+                    attempts.wrote(&path);
+                    let merged =
+                        merge_bin(table, &path, snapshot_id, spec_id, &candidates, &inputs).await?;
+                    attempts.merges.push(CachedMerge {
+                        inputs: inputs
+                            .iter()
+                            .map(|&i| candidates[i].manifest_path.clone())
+                            .collect(),
+                        schema_id,
+                        manifest: merged.clone(),
+                    });
+                    files.push(path);
+                    manifests.push(merged);
+                }
+            }
+        }
+    } else {
+        manifests = candidates;
+    }
+    // Delete manifests (other writers' row deletes) are never merged, only carried.
+    manifests.extend(deletes);
+    Ok(Staged {
+        snapshot_id,
+        manifests,
+        files,
+    })
 }
 
 /// The library's checks of added files: data content and a partition value of the default
@@ -279,56 +393,6 @@ fn validate_files(metadata: &TableMetadata, files: &[DataFile]) -> iceberg::Resu
         }
     }
     Ok(())
-}
-
-/// A random positive snapshot id no snapshot of the table has (as the library chooses them).
-fn unique_snapshot_id(metadata: &TableMetadata) -> i64 {
-    loop {
-        let (high, low) = Uuid::new_v4().as_u64_pair();
-        let id = ((high ^ low) as i64).checked_abs().unwrap_or(0);
-        if id != 0 && !metadata.snapshots().any(|s| s.snapshot_id() == id) {
-            return id;
-        }
-    }
-}
-
-/// Unique file names under `{location}/metadata/`, one commit UUID per attempt (as the library
-/// names them: `{uuid}-m{n}.avro`, `snap-{snapshot id}-0-{uuid}.avro`).
-struct Names {
-    root: String,
-    commit: Uuid,
-    counter: u64,
-}
-
-impl Names {
-    fn new(location: &str) -> Self {
-        Names {
-            root: format!("{}/metadata", location.trim_end_matches('/')),
-            commit: Uuid::new_v4(),
-            counter: 0,
-        }
-    }
-
-    fn manifest(&mut self) -> String {
-        let name = format!(
-            "{}/{}-m{}.{}",
-            self.root,
-            self.commit,
-            self.counter,
-            DataFileFormat::Avro
-        );
-        self.counter += 1;
-        name
-    }
-
-    fn manifest_list(&self, snapshot_id: i64) -> String {
-        format!(
-            "{}/snap-{snapshot_id}-0-{}.{}",
-            self.root,
-            self.commit,
-            DataFileFormat::Avro
-        )
-    }
 }
 
 /// A data manifest writer of the table's format version, for `spec` (the default spec when
@@ -362,11 +426,11 @@ fn can_rewrite(metadata: &TableMetadata, m: &ManifestFile) -> bool {
         .is_some_and(|spec| spec.partition_type(metadata.current_schema()).is_ok())
 }
 
-/// Rewrites the manifests `members` of `candidates` (index 0 is this append's new manifest,
-/// whose files are `added`) into one manifest written with this snapshot's id: this append's
-/// files stay ADDED; every other live entry becomes EXISTING with its original snapshot id,
-/// data sequence number and file sequence number; DELETED entries of older snapshots are dropped
-/// (as Java does: only deletes of the new snapshot would be kept, and an append has none).
+/// Rewrites the manifests `members` of `candidates` (older manifests, never the batch's own) into
+/// one manifest written with this snapshot's id: every live entry becomes EXISTING with its
+/// original snapshot id, data sequence number and file sequence number; DELETED entries of older
+/// snapshots are dropped (as Java does: only deletes of the new snapshot would be kept, and an
+/// append has none).
 async fn merge_bin(
     table: &Table,
     path: &str,
@@ -374,7 +438,6 @@ async fn merge_bin(
     spec_id: i32,
     candidates: &[ManifestFile],
     members: &[usize],
-    added: &[DataFile],
 ) -> iceberg::Result<ManifestFile> {
     let metadata = table.metadata();
     let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
@@ -385,12 +448,6 @@ async fn merge_bin(
     })?;
     let mut writer = manifest_writer(table, path, snapshot_id, Some(spec))?;
     for &i in members {
-        if i == 0 {
-            for file in added.iter().cloned() {
-                writer.add_file(file, -1)?;
-            }
-            continue;
-        }
         let manifest = &candidates[i];
         // One input manifest in memory at a time; its entries inherit the snapshot id and
         // sequence numbers the manifest list gave them.
