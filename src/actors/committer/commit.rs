@@ -47,6 +47,10 @@ pub(super) struct Appends {
     attempts: AppendAttempts,
     /// The table's adaptive commit interval.
     pub(super) pace: Pace,
+    /// How many more commits load the table before they are built: set when another writer's
+    /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
+    /// that found none. A lone registrar builds on its own last commit's answer.
+    load_first: u32,
     /// When the last batch's first attempt started; the next waits `gap` after it.
     pub(super) last_start: Option<Instant>,
     pub(super) gap: Duration,
@@ -54,10 +58,18 @@ pub(super) struct Appends {
     pub(super) retry_armed: bool,
 }
 
+/// How many commits load the table first after another writer's commit was seen.
+const LOAD_FIRST_FOR: u32 = 16;
+
+/// How far back a load looks for who committed since the version held.
+const WRITERS_LOOKBACK: usize = 64;
+
 /// A batch whose last attempt failed.
 #[derive(Debug)]
 pub(super) struct Retry {
     failures: Failures,
+    /// The last failure was a 409.
+    conflicted: bool,
     /// The next attempt goes no earlier.
     pub(super) at: Instant,
     /// When the batch's first attempt started.
@@ -84,10 +96,12 @@ impl CommitterState {
         }
         // 1. A table others commit to: the version held is most likely stale.
         let mut window_start = now;
-        if (self.appends.retry.is_some() || self.appends.pace.shared()) && self.table.is_some() {
+        if (self.appends.retry.is_some() || self.appends.load_first > 0) && self.table.is_some() {
             self.stage_ahead(&batch).await;
+            let held = self.table_version().and_then(|(_, snapshot)| snapshot);
             window_start = Instant::now();
             self.reload(&mut shutdown).await?;
+            self.saw_others_since(held);
         }
         loop {
             // 2. What the table still lacks.
@@ -257,8 +271,7 @@ impl CommitterState {
         match &failure {
             // Another writer got there first: the table is free again.
             CommitError::Conflict(why) => {
-                self.appends.pace.conflicted();
-                self.publish_pace();
+                self.appends.load_first = LOAD_FIRST_FOR;
                 tracing::info!(table = %self.name, ?delay, conflicts = failures.conflicts, "append conflicted ({why}); reloading and rebuilding");
             }
             CommitError::Unknown(e) | CommitError::NotApplied(e) => {
@@ -285,6 +298,7 @@ impl CommitterState {
         }
         self.appends.retry = Some(Retry {
             failures,
+            conflicted: matches!(failure, CommitError::Conflict(_)),
             at: Instant::now() + delay,
             started,
             warned,
@@ -292,6 +306,33 @@ impl CommitterState {
         self.arm_retry(myself, delay);
         self.publish_backlog();
         Ok(())
+    }
+
+    /// After a load, what it says about other writers, given the current snapshot of the version
+    /// held before it (`held`): commits not ours keep the committer loading first; and when the
+    /// last attempt conflicted with another registrar (a fleet on one table), the table's pace
+    /// widens. A conflict with another kind of writer (a Spark job, pyiceberg) does not: it does
+    /// not slow down when we do, so widening would only add latency; the prompt retry is the
+    /// answer to it.
+    fn saw_others_since(&mut self, held: Option<i64>) {
+        let Some(table) = &self.table else {
+            return;
+        };
+        let metadata = table.metadata();
+        if metadata.current_snapshot_id() == held {
+            self.appends.load_first = self.appends.load_first.saturating_sub(1);
+            return;
+        }
+        self.appends.load_first = LOAD_FIRST_FOR;
+        let conflicted = self.appends.retry.as_ref().is_some_and(|r| r.conflicted);
+        if conflicted && registrar_committed_since(metadata, held) {
+            self.appends.pace.conflicted();
+            self.publish_pace();
+        }
+        if let Some(retry) = &mut self.appends.retry {
+            // Counted once per conflict.
+            retry.conflicted = false;
+        }
     }
 
     /// Wakes this committer for the next attempt after `delay`: at once by a message behind
@@ -353,6 +394,13 @@ impl CommitterState {
         self.appends.attempts.finish(landed);
         if let Some(table) = self.table.clone() {
             self.delete_stale(&table).await;
+        }
+    }
+
+    /// The committer stops: the batch's attempts are over.
+    pub(super) async fn abandon_attempts(&mut self) {
+        if !self.appends.attempts.is_idle() {
+            self.batch_over(None).await;
         }
     }
 
@@ -483,5 +531,84 @@ impl CommitterState {
             self.pending.remove(&r.segment.seq);
         }
         self.report_commit(batch, started);
+    }
+}
+
+/// Whether a snapshot another registrar wrote (`thadam.writer` in its summary) lies between the
+/// table's current snapshot and `since`, looking back at most [`WRITERS_LOOKBACK`] snapshots.
+fn registrar_committed_since(metadata: &iceberg::spec::TableMetadata, since: Option<i64>) -> bool {
+    let mut at = metadata.current_snapshot();
+    for _ in 0..WRITERS_LOOKBACK {
+        let Some(snapshot) = at else {
+            return false;
+        };
+        if Some(snapshot.snapshot_id()) == since {
+            return false;
+        }
+        if snapshot
+            .summary()
+            .additional_properties
+            .contains_key(crate::table::committed::WRITER)
+        {
+            return true;
+        }
+        at = snapshot
+            .parent_snapshot_id()
+            .and_then(|p| metadata.snapshot_by_id(p));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// Snapshots 1..=n in a chain; those in `registrar` carry `thadam.writer`.
+    fn chain(n: i64, registrar: &[i64]) -> iceberg::spec::TableMetadata {
+        let snapshots: Vec<Value> = (1..=n)
+            .map(|id| {
+                let mut summary = json!({"operation": "append"});
+                if registrar.contains(&id) {
+                    summary[crate::table::committed::WRITER] = json!("thadam-iceberg/s/p");
+                }
+                let mut s = json!({
+                    "snapshot-id": id, "sequence-number": id, "timestamp-ms": 1_000 + id,
+                    "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+                    "summary": summary, "schema-id": 0,
+                });
+                if id > 1 {
+                    s["parent-snapshot-id"] = json!(id - 1);
+                }
+                s
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "format-version": 2, "table-uuid": "5f4a6c48-0c3a-4a2c-9e61-3c1b8f2d1e11",
+            "location": "s3://b/t", "last-sequence-number": n, "last-updated-ms": 2_000,
+            "last-column-id": 1, "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "long"}]}],
+            "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999, "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
+            "current-snapshot-id": n, "snapshots": snapshots,
+            "refs": {"main": {"snapshot-id": n, "type": "branch"}},
+        }))
+        .expect("test metadata")
+    }
+
+    #[test]
+    fn a_conflict_counts_for_the_pace_only_when_a_registrar_won_it() {
+        // Since snapshot 3: 4 and 5 were written by pyiceberg, Spark...: not a fleet.
+        assert!(!registrar_committed_since(&chain(5, &[1, 2, 3]), Some(3)));
+        // ... one of them by another registrar: a fleet.
+        assert!(registrar_committed_since(&chain(5, &[1, 4]), Some(3)));
+        // Older registrar snapshots do not count; an empty table's first snapshot does.
+        assert!(!registrar_committed_since(&chain(5, &[1, 2]), Some(3)));
+        assert!(registrar_committed_since(&chain(1, &[1]), None));
+        // Bounded: a registrar snapshot beyond the look-back is not searched for.
+        let long = WRITERS_LOOKBACK as i64 + 10;
+        assert!(!registrar_committed_since(&chain(long, &[2]), Some(1)));
     }
 }

@@ -231,6 +231,17 @@ impl Actor for Committer {
         state.conclude(result)
     }
 
+    /// A stop between two attempts of a batch: what they wrote and never sent is deleted (a
+    /// commit in flight when the stop came was marked sent, and stays).
+    async fn post_stop(
+        &self,
+        _: ActorRef<CommitterMsg>,
+        state: &mut CommitterState,
+    ) -> HandlerResult {
+        state.abandon_attempts().await;
+        Ok(())
+    }
+
     /// The schema merger is this committer's only child: its failure is the table's, handled as
     /// a failure of the committer itself (ractor's default would stop the committer without
     /// an error).

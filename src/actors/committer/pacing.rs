@@ -13,7 +13,10 @@
 //! same rule to the same signal, so the fleet converges on equal shares (fewer, larger commits)
 //! instead of starving its unlucky members.
 //!
-//! A lone writer never conflicts, so its interval stays zero and nothing changes for it.
+//! Only conflicts with other registrars widen it (the committer tells them apart by the
+//! `thadam.writer` of the snapshots that won): a Spark job or a pyiceberg script does not slow
+//! down when we do, so widening against it would only add latency (a prompt retry is the answer
+//! there). A lone writer never conflicts, so its interval stays zero and nothing changes for it.
 //! `commit.min_interval` stays a floor; the interval is jittered (±50%) so that writers that
 //! reached the same interval do not commit in lockstep.
 
@@ -41,12 +44,6 @@ impl Pace {
     /// The adaptive interval now (zero while nobody else commits to the table).
     pub(super) fn interval(&self) -> Duration {
         self.interval
-    }
-
-    /// Whether other writers have been committing to the table lately (a 409 not long ago):
-    /// then a commit loads the table first instead of building on the version it last saw.
-    pub(super) fn shared(&self) -> bool {
-        !self.interval.is_zero()
     }
 
     /// A commit was refused with a 409: widen.
@@ -83,7 +80,6 @@ mod tests {
             pace.landed_clean();
         }
         assert_eq!(pace.interval(), Duration::ZERO);
-        assert!(!pace.shared());
         assert_eq!(pace.gap(Duration::ZERO, 0.9), Duration::ZERO);
         // commit.min_interval stays the floor.
         assert_eq!(
@@ -97,7 +93,6 @@ mod tests {
         let mut pace = Pace::default();
         pace.conflicted();
         assert_eq!(pace.interval(), FIRST_STEP);
-        assert!(pace.shared());
         pace.conflicted();
         assert_eq!(pace.interval(), Duration::from_millis(150));
         for _ in 0..100 {
@@ -116,7 +111,7 @@ mod tests {
         pace.landed_clean();
         assert_eq!(pace.interval(), wide.mul_f64(NARROW));
         let mut steps = 1;
-        while pace.shared() {
+        while !pace.interval().is_zero() {
             pace.landed_clean();
             steps += 1;
             assert!(
