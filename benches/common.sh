@@ -99,7 +99,8 @@ bench_start() {
 
 # bench_config NAME DATASET [EXTRA_YAML]: a parquet sink with its own segment catalog, its
 # shipper, and the registrar (default tuning) in namespace "bench"; EXTRA_YAML (lines indented
-# 6 spaces) is appended to the iceberg sink's config.
+# 6 spaces) is appended to the iceberg sink's config. BENCH_RETRY overrides the retry line
+# (default { initial: 200ms, max: 5s, jitter: true }).
 bench_config() {
     cat >"$STATE/$1.yaml" <<YAML
 sinks:
@@ -124,7 +125,7 @@ sinks:
         allow_http: true
         access_key_id: "\${env:THADAM_TEST_S3_ACCESS_KEY}"
         secret_access_key: "\${env:THADAM_TEST_S3_SECRET_KEY}"
-      retry: { initial: 200ms, max: 5s, jitter: true }
+      retry: ${BENCH_RETRY:-"{ initial: 200ms, max: 5s, jitter: true }"}
 ${3:-}
 YAML
 }

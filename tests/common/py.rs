@@ -42,3 +42,56 @@ pub fn run_bare(program: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Starts `script` (after [`PRELUDE`]) with `args` as `sys.argv[1:]` in the test venv's python,
+/// in the background: stdout and stderr piped, killed if dropped (a test that fails leaves no
+/// writer behind).
+pub fn spawn(script: &str, args: &[&str]) -> tokio::process::Child {
+    let python = std::env::var("THADAM_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!("THADAM_TEST_PYTHON is not set: run the tests with scripts/test")
+    });
+    tokio::process::Command::new(python)
+        .arg("-c")
+        .arg(format!("{PRELUDE}\n{script}"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts")
+}
+
+/// What pyiceberg reads of a table's current snapshot.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// Rows of a full scan (`to_arrow`).
+    pub rows: u64,
+    /// The data files its scan plans, sorted, duplicates included (a file listed twice in the
+    /// table's manifests is planned twice).
+    pub files: Vec<String>,
+}
+
+/// Reads table `ident` (`namespace.name`) with pyiceberg: an independent reader.
+pub fn view(ident: &str) -> View {
+    let out = run(
+        r#"
+table = catalog.load_table(sys.argv[1])
+files = [t.file.file_path for t in table.scan().plan_files()]
+rows = table.scan().to_arrow().num_rows
+print(json.dumps({"rows": rows, "files": files}))
+"#,
+        &[ident],
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("pyiceberg's json");
+    let mut files: Vec<String> = v["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f.as_str().expect("a path").to_string())
+        .collect();
+    files.sort();
+    View {
+        rows: v["rows"].as_u64().expect("rows"),
+        files,
+    }
+}

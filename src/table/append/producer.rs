@@ -13,6 +13,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
+use futures::StreamExt;
+
 use iceberg::spec::{
     DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
     ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot,
@@ -447,11 +449,25 @@ async fn merge_bin(
         )
     })?;
     let mut writer = manifest_writer(table, path, snapshot_id, Some(spec))?;
-    for &i in members {
-        let manifest = &candidates[i];
-        // One input manifest in memory at a time; its entries inherit the snapshot id and
-        // sequence numbers the manifest list gave them.
-        let (entries, _) = manifest.load_manifest(table.file_io()).await?.into_parts();
+    // Inputs are read MERGE_READS at a time, in order (a bin of many small manifests, another
+    // writer's one per commit, would otherwise cost one round trip each, back to back); their
+    // entries inherit the snapshot id and sequence numbers the manifest list gave them.
+    let reads: Vec<_> = members
+        .iter()
+        .map(|&i| {
+            let manifest = &candidates[i];
+            async move {
+                manifest
+                    .load_manifest(table.file_io())
+                    .await
+                    .map(|m| (manifest, m))
+            }
+        })
+        .collect();
+    let mut loads = futures::stream::iter(reads).buffered(MERGE_READS);
+    while let Some(loaded) = loads.next().await {
+        let (manifest, loaded) = loaded?;
+        let (entries, _) = loaded.into_parts();
         for entry in entries {
             if entry.status() == ManifestStatus::Deleted {
                 continue;
@@ -477,6 +493,12 @@ async fn merge_bin(
     }
     writer.write_manifest_file().await
 }
+
+/// How many input manifests of a merge are read at once: the writer holds the merged entries
+/// anyway (bounded by `merge::MAX_MERGED_ENTRIES`), so this adds at most a few small manifests
+/// in memory, and takes a bin of a hundred one-file manifests from a hundred round trips to a
+/// dozen.
+const MERGE_READS: usize = 8;
 
 /// The table's merge policy; unreadable values are warned about once per table and value.
 fn merge_policy(table: &Table) -> MergePolicy {

@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# Contention: registrars sharing one Iceberg table, with each other and with other writers,
+# against the real servers on 127.0.0.1 (the Iceberg REST fixture and s3s-fs).
+#
+#   1. fleet: N runners (examples/registrar.rs, release), each with its own segment catalog and
+#      its own config (benches/common.sh's bench_config: create_table: true, default commit
+#      settings), all on one table, each fed R segments/s for S seconds, then drained;
+#   2. rivals: one runner fed --rival-rate segments/s for --rival-seconds, beside pyiceberg
+#      writers appending to the same table at R commits/s in all (ceil(R) processes).
+#
+#   benches/contention.sh [--nodes "1 4 8 16 32"] [--rate 1] [--seconds 60] [--drain-cap 180]
+#                         [--rivals "1 2 5"] [--rival-rate 10] [--rival-seconds 30]
+#                         [--rows 100] [--rival-rows 10] [--stock-s3]
+#                         [--registrar-bin PATH] [--keep]
+#
+# --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
+# --drain-cap       after the load window, how long to wait for every segment to be registered
+#                   (a run that hits it says so; its exactly-once check is INCOMPLETE, not FAIL)
+# --stock-s3        run s3s-fs without the TCP_NODELAY shim (benches/e2e/nodelay.c): every GET
+#                   with a body then stalls ~44 ms (Nagle meeting delayed ACK)
+# --registrar-bin   use this runner binary instead of building one (`cargo build --release
+#                   --example registrar` in $THADAM_CACHE/target), e.g. for a before/after A/B
+#                   of two builds copied aside; the binary is copied into the state dir either
+#                   way, so a concurrent build cannot swap it mid-run
+# --keep            keep the state dir (configs, segment catalogs, runner/feeder/rival logs,
+#                   raw JSON results); the servers are stopped either way
+#
+# How each run goes (benches/contention/contention.py): one segment per node is shipped and
+# node 0 registers its own with --until-caught-up (creating the table); the N runners start
+# (--metrics-addr 127.0.0.1:0) and each registers its warm-up segment, so every runner has
+# loaded the table and committed before anything is timed. Then one feeder process ships each
+# node's segments on a wall-clock schedule (node k's segment i at t0 + (i + k/N)/R): a real
+# Parquet file with field IDs (the demo's telemetry schema), PUT through S3, then its
+# `uploaded` record appended to that node's catalog, stamped at that moment. After the window,
+# the drain waits until every node registered all it was fed. Figures: see the notes printed
+# under the tables. Every run checks exactly once with pyiceberg (`inspect.files()` of the
+# current snapshot against the keys in the logs); the script exits 1 if any run FAILs.
+#
+# Markdown on stdout, progress on stderr. Everything it starts (servers, runners, feeder,
+# rivals) is stopped by pid on exit. A full default run takes ~15 min on 2 cores when built.
+set -euo pipefail
+
+# shellcheck source=benches/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+nodes="1 4 8 16 32"
+rate=1
+seconds=60
+drain_cap=180
+rivals="1 2 5"
+rival_rate=10
+rival_seconds=30
+rows=100
+rival_rows=10
+stock_s3=0
+registrar_bin=""
+keep=0
+# The command as typed: arguments with spaces (or empty) in single quotes.
+command_line="benches/contention.sh"
+for arg in "$@"; do
+    if [[ -z "$arg" || "$arg" == *[[:space:]]* ]]; then
+        command_line+=" '$arg'"
+    else
+        command_line+=" $arg"
+    fi
+done
+while (($#)); do
+    case "$1" in
+        --nodes) nodes="${2//,/ }"; shift 2 ;;
+        --rate) rate="$2"; shift 2 ;;
+        --seconds) seconds="$2"; shift 2 ;;
+        --drain-cap) drain_cap="$2"; shift 2 ;;
+        --rivals) rivals="${2//,/ }"; shift 2 ;;
+        --rival-rate) rival_rate="$2"; shift 2 ;;
+        --rival-seconds) rival_seconds="$2"; shift 2 ;;
+        --rows) rows="$2"; shift 2 ;;
+        --rival-rows) rival_rows="$2"; shift 2 ;;
+        --stock-s3) stock_s3=1; shift ;;
+        --registrar-bin) registrar_bin="$2"; shift 2 ;;
+        --keep) keep=1; shift ;;
+        *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
+    esac
+done
+for n in $nodes; do
+    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || ((n > 100)); then
+        die "--nodes: not a whole number in 1..100: $n"
+    fi
+done
+for n in "$seconds" "$drain_cap" "$rival_seconds" "$rows" "$rival_rows"; do
+    [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "not a positive whole number: $n"
+done
+for r in "$rate" "$rival_rate" $rivals; do
+    if ! [[ "$r" =~ ^[0-9]+([.][0-9]+)?$ ]] || ! awk -v r="$r" 'BEGIN { exit !(r > 0) }'; then
+        die "not a positive number: $r"
+    fi
+done
+[[ -n "$nodes$rivals" ]] || die "nothing to run: --nodes and --rivals are both empty"
+if [[ -n "$registrar_bin" ]]; then
+    [[ -x "$registrar_bin" && -f "$registrar_bin" ]] || die "--registrar-bin $registrar_bin: not an executable file"
+    registrar_bin="$(cd "$(dirname "$registrar_bin")" && pwd)/$(basename "$registrar_bin")"
+fi
+
+# tree_identity: the checkout's commit, and a hash of what differs from it in what the runner is
+# built from (src, examples, Cargo.*), so that two builds of an uncommitted tree tell apart.
+tree_identity() {
+    local head paths=(src examples Cargo.toml Cargo.lock) untracked
+    head="$(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    untracked="$(git ls-files --others --exclude-standard -- "${paths[@]}" 2>/dev/null || true)"
+    if git diff --quiet HEAD -- "${paths[@]}" 2>/dev/null && [[ -z "$untracked" ]]; then
+        echo "$head"
+        return
+    fi
+    echo "$head+uncommitted changes (work-tree hash $( {
+        git diff HEAD -- "${paths[@]}"
+        printf '%s\n' "$untracked"
+        [[ -z "$untracked" ]] || xargs -d '\n' cat -- <<<"$untracked"
+    } | sha256sum | cut -c1-8))"
+}
+
+# contention_cleanup: the driver first (it stops its runners, feeder and rivals), then anything
+# it left in $STATE/pids (matched on the state dir, so a recycled pid is never signalled), then
+# bench_cleanup (servers, state dir), which exits with the status this trap was entered with.
+# shellcheck disable=SC2317  # both are reached through the EXIT trap only
+keep_status() { return "$1"; }
+# shellcheck disable=SC2317
+contention_cleanup() {
+    local rc=$? pid f
+    trap - EXIT INT TERM
+    for pid in "${REG_PIDS[@]}"; do
+        if pid_alive "$pid"; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    REG_PIDS=()
+    if [[ -n "$STATE" && -d "$STATE/pids" ]]; then
+        for f in "$STATE"/pids/*.pid; do
+            [[ -e "$f" ]] || continue
+            stop_pidfile "$f" "$(basename "$f" .pid)" 5 "$STATE" || true
+        done
+    fi
+    if ((rc == 0)); then
+        bench_cleanup
+    else
+        keep_status "$rc" || bench_cleanup
+    fi
+}
+
+# contention_start: what bench_start does, but the build is optional (--registrar-bin) and so
+# is the TCP_NODELAY shim (--stock-s3).
+contention_start() {
+    local src s3_pid_
+    trap contention_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    bench_ensure_packages
+    "$THADAM_REPO_ROOT/scripts/install-tools" >&2
+    PY="$THADAM_VENV_PYTHON"
+    GROWTH="$THADAM_REPO_ROOT/benches/growth"
+    HELPER="$THADAM_REPO_ROOT/benches/contention/contention.py"
+    export PYTHONDONTWRITEBYTECODE=1
+    if [[ -n "$registrar_bin" ]]; then
+        src="$registrar_bin"
+        registrar_desc="prebuilt \`$registrar_bin\` (modified $(date -r "$src" '+%Y-%m-%d %H:%M:%S'))"
+    else
+        export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$THADAM_CACHE/target}"
+        log "building the release runner (cargo build --release --example registrar)"
+        registrar_desc="thadam-iceberg $(tree_identity) at build time"
+        cargo build --release --locked --example registrar >&2
+        src="$CARGO_TARGET_DIR/release/examples/registrar"
+        registrar_desc+=", release build, $(rustc --version | cut -d' ' -f1-2)"
+    fi
+    busy="$(bench_cpu_busy_pct)"
+    if ((busy > 20)); then
+        warn "the CPUs are ${busy}% busy before the benchmark starts: other work will distort the figures"
+    fi
+    STATE="$(mktemp -d "${TMPDIR:-/tmp}/thadam-contention.XXXXXX")"
+    R="$STATE/results"
+    mkdir -p "$R" "$STATE/pids"
+    cp "$src" "$STATE/registrar"
+    REGISTRAR="$STATE/registrar"
+    registrar_desc+=", sha256 $(sha256sum "$REGISTRAR" | cut -c1-12)"
+    gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/crc32c.so" "$GROWTH/crc32c.c"
+    CRC_LIB="$STATE/crc32c.so"
+    if ((stock_s3)); then
+        env -u THADAM_S3_PRELOAD "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+        s3_variant="**stock** s3s-fs $THADAM_S3S_VERSION, no TCP_NODELAY shim (--stock-s3: GETs with a body stall ~44 ms)"
+    else
+        gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/nodelay.so" \
+            "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
+        THADAM_S3_PRELOAD="$STATE/nodelay.so" "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+        s3_pid_="$(cat "$STATE/srv/s3s-fs.pid")"
+        grep -q "$STATE/nodelay.so" "/proc/$s3_pid_/maps" ||
+            die "nodelay.so is not mapped into s3s-fs (pid $s3_pid_): the preload did not take"
+        s3_variant="s3s-fs $THADAM_S3S_VERSION with TCP_NODELAY on accepted sockets (LD_PRELOAD benches/e2e/nodelay.c)"
+    fi
+    # shellcheck source=/dev/null
+    source "$STATE/srv/env"
+    s3_pid="$(cat "$STATE/srv/s3s-fs.pid")"
+    catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
+}
+
+# run_driver MODE DATASET RATE SECONDS RIVALS NAME...: one run (contention.py run) on table
+# bench.DATASET, its nodes configured as NAME... (bench_config); the JSON goes to $R.
+results=()
+run_driver() {
+    local mode="$1" ds="$2" run_rate="$3" run_seconds="$4" run_rivals="$5" out pid names
+    shift 5
+    names="$(IFS=,; echo "$*")"
+    out="$R/$mode-$ds.json"
+    "$PY" "$HELPER" run --mode "$mode" --table "bench.$ds" --dataset "$ds" --names "$names" \
+        --state "$STATE" --registrar "$REGISTRAR" --crc-lib "$CRC_LIB" \
+        --s3-pid "$s3_pid" --catalog-pid "$catalog_pid" --rate "$run_rate" \
+        --seconds "$run_seconds" --drain-cap "$drain_cap" --rivals "$run_rivals" \
+        --rows "$rows" --rival-rows "$rival_rows" >"$out" &
+    pid=$!
+    REG_PIDS=("$pid")
+    wait "$pid" || die "the $mode run on bench.$ds failed (exit $?); logs in $STATE (kept with --keep)"
+    REG_PIDS=()
+    results+=("$out")
+}
+
+# unique_dataset BASE: BASE, or BASE_2, BASE_3... when a list repeats a value.
+declare -A used_datasets=()
+unique_dataset() {
+    local ds="$1" k=2
+    while [[ -n "${used_datasets[$ds]:-}" ]]; do
+        ds="$1_$k"
+        k=$((k + 1))
+    done
+    used_datasets[$ds]=1
+    echo "$ds"
+}
+
+contention_start
+started="$(now_s)"
+
+# The sink's default retry policy (1s, 60s): what a user runs, and what a 409 backoff that
+# followed retry.max would stretch to.
+export BENCH_RETRY="{ initial: 1s, max: 60s, jitter: true }"
+for n in $nodes; do
+    ds="$(unique_dataset "f$n")"
+    names=()
+    for ((i = 0; i < n; i++)); do
+        names+=("$ds-$(printf '%02d' "$i")")
+        bench_config "${names[-1]}" "$ds"
+    done
+    log "fleet: $n runner(s) on bench.$ds, ${rate} seg/s each for ${seconds}s"
+    run_driver fleet "$ds" "$rate" "$seconds" 0 "${names[@]}"
+done
+
+for r in $rivals; do
+    ds="$(unique_dataset "r${r//./_}")"
+    bench_config "$ds-00" "$ds"
+    log "rivals: one runner on bench.$ds at ${rival_rate} seg/s for ${rival_seconds}s, pyiceberg at $r commits/s"
+    run_driver rivals "$ds" "$rival_rate" "$rival_seconds" "$r" "$ds-00"
+done
+
+log "done in $(elapsed "$started")s; the report follows"
+echo "## Contention: registrars sharing one table"
+echo
+bench_machine_info | grep -v '^| registrar |'
+echo "| registrar | $registrar_desc |"
+echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }; --metrics-addr 127.0.0.1:0 |"
+echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by one feeder process, then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
+[[ -z "$rivals" ]] || echo "| rivals | ceil(R) pyiceberg processes, R commits/s in all: each commit loads the table, then \`table.append\` of ${rival_rows} rows (pyiceberg's own 409 retries: 4, then it gives up) |"
+echo
+rc=0
+"$PY" "$HELPER" report --results "${results[@]}" || rc=$?
+cat <<'NOTES'
+Notes. *achieved*: segments whose registering snapshot's timestamp-ms falls in the load window,
+divided by the window. *upload → snapshot*: per segment, the timestamp-ms of the snapshot whose
+manifest entry added its file minus the `uploaded_at_ms` of its record (stamped right after its
+PUT); warm-up segments excluded. *409s per landed commit*: sum over the runners of
+`thadam_iceberg_commits_total{outcome="conflict"}` / `{outcome="ok"}`, window and drain (the
+warm-up subtracted). *orphans*: `.avro` files under the table's `metadata/` in s3s-fs's
+directory, after every writer stopped: manifest lists no snapshot names / manifests no
+snapshot's manifest list names (pyiceberg's and the runners' alike; no snapshot is expired).
+*CPU*: utime+stime from /proc over window and drain (catalog = the fixture's JVM, S3 = s3s-fs,
+which also serves the feeder's PUTs; registrars summed). *exactly once*: the data files of the
+current snapshot (pyiceberg `inspect.files()`) against the keys recorded in the logs: each once,
+none missing, nothing else (in the rival runs, the rest must be exactly the rivals' appends).
+*commit window*: `thadam_iceberg_commit_window_seconds`, summed over runners, p99 interpolated
+in its buckets; *commit interval*: `thadam_iceberg_commit_interval_seconds` of each runner at
+the end; *attempt files*: `thadam_iceberg_attempt_files_deleted_total`; "–": no such series
+(not in this build, or a counter never incremented).
+NOTES
+exit "$rc"

@@ -1,0 +1,863 @@
+"""Helper of benches/contention.sh: registrars sharing one table, with each other (a fleet) and
+with pyiceberg writers (rivals). Run with the venv python (pyiceberg, pyarrow, boto3), with the
+THADAM_TEST_* variables of `scripts/servers` in the environment.
+
+    contention.py run    --mode fleet|rivals --table NS.NAME --dataset D --names A,B,..
+                         --state DIR --registrar BIN --crc-lib SO --s3-pid P --catalog-pid P
+                         --rate R --seconds S --drain-cap S [--rivals R] [--rows N]
+                         [--rival-rows N]                                  -> JSON on stdout
+    contention.py feed   --logs L1,L2,.. --dataset D --key-prefix P --rate R --seconds S
+                         --rows N --crc-lib SO                   (a child of `run`)
+    contention.py rival  --table NS.NAME --rate R --phase F --seconds S --rows N --writer K
+                                                                 (a child of `run`)
+    contention.py report --results FILE...                                 -> markdown on stdout
+
+`run` does one run: node i uses the config `{state}/{names[i]}.yaml` and the segment catalog
+`{state}/segments-{names[i]}/segment-catalog.log` (benches/common.sh's bench_config). Warm-up:
+one segment per node is shipped, node 0 registers its own with --until-caught-up (creating the
+table), then every node's runner starts and registers its warm-up segment, so the runners have
+loaded the table and committed once before anything is timed. Then the load window: one feeder
+process ships R segments/s per node for S seconds (real Parquet files with field IDs, PUT
+through S3, then an `uploaded` record stamped at that moment: seglog.LogAppender), beside the
+rival writers in `--mode rivals`; then the drain, until every node registered what it was fed
+(at most --drain-cap seconds). The figures (see `report`) come from the runners' /metrics
+(deltas over window + drain), /proc of every process, and the table read back with pyiceberg.
+
+Children (runners, feeder, rivals) are recorded in `{state}/pids/*.pid` as they start, so that
+contention.sh can stop them by pid if this process dies; `run` stops them itself on any exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import math
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent.parent / "growth"))
+from common import Registrar, bench, local_path, log, markdown  # noqa: E402
+from seglog import Crc32c, LogAppender  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WARMUP_PREFIX = "w-"  # segment ids of the warm-up segments; load segments are n<node>-<i>
+
+# Prometheus series (growth/common.parse_metrics keys: `name`, `name:outcome`, `name{le=..}`).
+REGISTERED = "thadam_iceberg_segments_registered_total"
+BACKLOG = "thadam_iceberg_backlog_segments"
+COMMITS = "thadam_iceberg_commits_total"
+OUTCOMES = ("ok", "conflict", "unknown_state", "failed", "fatal")
+WINDOW = "thadam_iceberg_commit_window_seconds"
+INTERVAL = "thadam_iceberg_commit_interval_seconds"
+DELETED = "thadam_iceberg_attempt_files_deleted_total"
+
+
+# ---- segments --------------------------------------------------------------------------------
+
+def telemetry(base: int, rows: int):
+    """`rows` rows of the demo's telemetry schema (examples/support/demo.rs: the same names,
+    types, nullability and Parquet field IDs 1-7, signed policy), values from `base`."""
+    import pyarrow as pa
+
+    def field(name, typ, nullable, fid):
+        return pa.field(name, typ, nullable=nullable,
+                        metadata={b"PARQUET:field_id": str(fid).encode()})
+
+    schema = pa.schema([
+        field("ts", pa.timestamp("us", tz="UTC"), False, 1),
+        field("device", pa.string(), False, 2),
+        field("reading_seq", pa.int64(), False, 3),
+        field("temperature_c", pa.float64(), True, 4),
+        field("battery_pct", pa.int32(), True, 5),
+        field("_wal_epoch", pa.int64(), False, 6),
+        field("_wal_pos", pa.int64(), False, 7),
+    ])
+    idx = range(rows)
+    start_us = 1_767_225_600_000_000 + (base % 1_000_000_000) * 1_000_000  # from 2026-01-01 UTC
+    return pa.table([
+        pa.array([start_us + i * 1_000_000 for i in idx], pa.timestamp("us", tz="UTC")),
+        pa.array([f"robot-{i % 7:02d}" for i in idx], pa.string()),
+        pa.array([base + i for i in idx], pa.int64()),
+        pa.array([None if i % 11 == 0 else 20.0 + (i % 50) / 10 for i in idx], pa.float64()),
+        pa.array([None if i % 13 == 0 else 100 - i % 100 for i in idx], pa.int32()),
+        pa.array([1] * rows, pa.int64()),
+        pa.array([base + i for i in idx], pa.int64()),
+    ], schema=schema)
+
+
+def parquet_bytes(base: int, rows: int) -> bytes:
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(telemetry(base, rows), buf, compression="zstd")
+    return buf.getvalue()
+
+
+def s3_client(connections: int = 10):
+    import boto3
+    from botocore.config import Config
+
+    env = os.environ
+    return boto3.client(
+        "s3",
+        endpoint_url=env["THADAM_TEST_S3_ENDPOINT"],
+        aws_access_key_id=env["THADAM_TEST_S3_ACCESS_KEY"],
+        aws_secret_access_key=env["THADAM_TEST_S3_SECRET_KEY"],
+        region_name=env.get("THADAM_TEST_S3_REGION", "us-east-1"),
+        config=Config(s3={"addressing_style": "path"}, max_pool_connections=connections,
+                      retries={"max_attempts": 3, "mode": "standard"}),
+    )
+
+
+def ship(s3, appender: LogAppender, dataset: str, key_prefix: str, segment_id: str,
+         base: int, rows: int) -> None:
+    """Uploads one segment (PUT through S3), then records it as `uploaded` (stamped now)."""
+    key = f"{key_prefix}/{segment_id}.parquet"
+    body = parquet_bytes(base, rows)
+    s3.put_object(Bucket=os.environ["THADAM_TEST_BUCKET"], Key=key, Body=body)
+    appender.append_uploaded([{"dataset": dataset, "segment_id": segment_id, "object_key": key,
+                               "file_size": len(body), "row_count": rows}])
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime of a running process, from /proc (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def handshake() -> float:
+    """A child's side of the start: says it is ready, reads the window's start time."""
+    print("ready", flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise SystemExit("no start time on stdin")
+    return float(line)
+
+
+# ---- the feeder ------------------------------------------------------------------------------
+
+def cmd_feed(args) -> dict:
+    """Node k's segment i is due at t0 + (i + k/N) / rate (nodes evenly out of phase), shipped
+    late (never dropped) when the previous one took longer; one thread per node."""
+    logs = args.logs.split(",")
+    n = len(logs)
+    crc = Crc32c(args.crc_lib)
+    appenders = [LogAppender(Path(p), crc) for p in logs]
+    s3 = s3_client(n + 4)
+    count = round(args.rate * args.seconds)
+    parquet_bytes(0, args.rows)  # imports and first-call costs before the window
+    t0 = handshake()
+    cpu0 = self_cpu_s()
+    nodes: list[dict] = [{} for _ in range(n)]
+    failures: list[str] = []
+
+    def feed(k: int) -> None:
+        behind, shipped, took = 0.0, 0, []
+        try:
+            for i in range(count):
+                due = t0 + (i + k / n) / args.rate
+                now = time.time()
+                if due > now:
+                    time.sleep(due - now)
+                else:
+                    behind = max(behind, now - due)
+                start = time.time()
+                ship(s3, appenders[k], args.dataset, args.key_prefix, f"n{k:02d}-{i:05d}",
+                     k * 1_000_000_000 + i * args.rows, args.rows)
+                took.append(time.time() - start)
+                shipped += 1
+        except Exception as e:  # noqa: BLE001  (reported, and the run fails)
+            failures.append(f"node {k}: {e!r}")
+        took.sort()
+        nodes[k] = {"shipped": shipped, "max_behind_s": behind,
+                    "ship_p50_ms": 1000 * bench.percentile(took, 50) if took else None,
+                    "ship_max_ms": 1000 * took[-1] if took else None}
+
+    threads = [threading.Thread(target=feed, args=(k,), daemon=True) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise SystemExit("feeder: " + "; ".join(failures))
+    return {"t0": t0, "ended": time.time(), "per_node": count, "nodes": nodes,
+            "cpu_s": self_cpu_s() - cpu0}
+
+
+# ---- a rival writer --------------------------------------------------------------------------
+
+def cmd_rival(args) -> dict:
+    """pyiceberg appends of `rows` rows, one commit each, due at t0 + (i + phase) / rate until
+    t0 + seconds (late ones go at once, none are made up after the end). Each append loads the
+    table first (as a job would), then `table.append`, with pyiceberg's own retries on 409
+    (commit.retry.num-retries, 4 by default), counted from its log."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    class Conflicts(logging.Handler):
+        count = 0
+
+        def emit(self, record):
+            if "concurrent update" in record.getMessage():
+                Conflicts.count += 1
+
+    logger = logging.getLogger("pyiceberg")
+    logger.addHandler(Conflicts())
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    cat = bench.catalog()
+    table = cat.load_table(args.table)
+    base = 2_000_000_000_000 + args.writer * 1_000_000_000
+    telemetry(base, args.rows)
+    t0 = handshake()
+    cpu0 = self_cpu_s()
+    end = t0 + args.seconds
+    ok = gave_up = errors = 0
+    last_error = None
+    took, behind = [], 0.0
+    i = 0
+    while True:
+        due = t0 + (i + args.phase) / args.rate
+        if due >= end:
+            break
+        now = time.time()
+        if due > now:
+            time.sleep(due - now)
+        else:
+            behind = max(behind, now - due)
+        if time.time() >= end:
+            break
+        start = time.time()
+        try:
+            table.refresh()
+            table.append(telemetry(base + i * args.rows, args.rows))
+            ok += 1
+            took.append(time.time() - start)
+        except CommitFailedException as e:
+            gave_up += 1
+            last_error = repr(e)[:300]
+        except Exception as e:  # noqa: BLE001  (counted; a writer that errors keeps going)
+            errors += 1
+            last_error = repr(e)[:300]
+        i += 1
+    took.sort()
+    return {"writer": args.writer, "rate": args.rate, "attempted": i, "ok": ok,
+            "gave_up": gave_up, "errors": errors, "conflicts": Conflicts.count,
+            "last_error": last_error, "max_behind_s": behind,
+            "append_p50_ms": 1000 * bench.percentile(took, 50) if took else None,
+            "append_max_ms": 1000 * took[-1] if took else None,
+            "cpu_s": self_cpu_s() - cpu0, "ended": time.time()}
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+class Child:
+    """A `feed` or `rival` child: started, told the start time, its JSON read at exit."""
+
+    def __init__(self, argv: list[str], name: str, pids: Path, log_path: Path):
+        self.name = name
+        self.err = open(log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, str(HERE), *argv], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+        (pids / f"{name}.pid").write_text(f"{self.proc.pid}\n")
+        self.log_path = log_path
+        self.result = None
+
+    def wait_ready(self, timeout: float) -> None:
+        box: list[str] = []
+        t = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)
+        t.start()
+        t.join(timeout)
+        if not box or box[0].strip() != "ready":
+            raise SystemExit(f"{self.name} did not start (see {self.log_path})")
+
+    def start(self, t0: float) -> None:
+        self.proc.stdin.write(f"{t0!r}\n")
+        self.proc.stdin.close()
+
+    def finish(self) -> dict:
+        out = self.proc.stdout.read()
+        code = self.proc.wait()
+        self.err.close()
+        if code != 0:
+            raise SystemExit(f"{self.name} exited with {code} (see {self.log_path})")
+        self.result = json.loads(out)
+        return self.result
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def scrape(regs: list[Registrar]) -> list[dict]:
+    """Every runner's /metrics (one retry each: a busy machine may time a scrape out)."""
+    out = []
+    for reg in regs:
+        m = reg.try_metrics()
+        if m is None:
+            time.sleep(0.5)
+            m = reg.try_metrics()
+        if m is None:
+            raise SystemExit(f"cannot scrape {reg.url}/metrics (runner pid {reg.pid}, "
+                             f"{'running' if reg.alive() else f'exited {reg.returncode}'})")
+        out.append(m)
+    return out
+
+
+def delta(after: dict, before: dict, key: str) -> float:
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def histogram(before: list[dict], after: list[dict], name: str) -> dict | None:
+    """A histogram's deltas summed over nodes: count, mean, and p50/p99 interpolated within
+    the buckets (None when no node exports it)."""
+    if not any(f"{name}_count" in m for m in after):
+        return None
+    buckets: dict[float, float] = {}
+    count = total = 0.0
+    for b, a in zip(before, after):
+        count += delta(a, b, f"{name}_count")
+        total += delta(a, b, f"{name}_sum")
+        for key in a:
+            m = re.fullmatch(re.escape(name) + r"_bucket\{le=(.+)\}", key)
+            if m:
+                le = math.inf if m.group(1) == "+Inf" else float(m.group(1))
+                buckets[le] = buckets.get(le, 0.0) + delta(a, b, key)
+
+    def quantile(q: float) -> float | None:
+        if count <= 0:
+            return None
+        want, prev_le, prev_n = q * count, 0.0, 0.0
+        for le in sorted(buckets):
+            n = buckets[le]
+            if n >= want:
+                if le == math.inf:
+                    return prev_le  # beyond the last finite bucket: its bound, a lower limit
+                return prev_le + (want - prev_n) / max(n - prev_n, 1e-9) * (le - prev_le)
+            prev_le, prev_n = le, n
+        return None
+
+    return {"count": count, "mean_s": total / count if count else None,
+            "p50_s": quantile(0.5), "p99_s": quantile(0.99)}
+
+
+def avro_metadata(path: Path) -> dict[str, bytes]:
+    """The header metadata of an Avro object container file (avro.schema, Iceberg's keys)."""
+    data = path.read_bytes()
+    if data[:4] != b"Obj\x01":
+        return {}
+    pos = 4
+
+    def long() -> int:
+        nonlocal pos
+        shift = value = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return (value >> 1) ^ -(value & 1)
+
+    meta = {}
+    try:
+        while True:
+            count = long()
+            if count == 0:
+                return meta
+            if count < 0:
+                count = -count
+                long()  # the block's size in bytes
+            for _ in range(count):
+                n = long()
+                key = data[pos:pos + n].decode()
+                pos += n
+                n = long()
+                meta[key] = data[pos:pos + n]
+                pos += n
+    except (IndexError, UnicodeDecodeError):
+        return meta
+
+
+def avro_kind(path: Path) -> str:
+    """`list` (a manifest list: records named manifest_file), `manifest` (manifest_entry), or
+    by the Iceberg file names (snap-*.avro is a list) when the header says neither."""
+    try:
+        name = json.loads(avro_metadata(path).get("avro.schema", b"{}")).get("name")
+    except (OSError, ValueError):
+        name = None
+    if name == "manifest_file":
+        return "list"
+    if name == "manifest_entry":
+        return "manifest"
+    return "list" if path.name.startswith("snap-") else "manifest"
+
+
+def orphans(table) -> dict:
+    """Manifest lists in the table's metadata/ folder (s3s-fs's directory) that no snapshot
+    names, and manifests that no snapshot's manifest list names. No snapshot is ever expired in
+    these runs, so the snapshots in the current metadata are all there were."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import read_manifest_list
+
+    folder = local_path(table.metadata.location) / "metadata"
+    lists = {local_path(s.manifest_list) for s in table.metadata.snapshots}
+    reachable: set[Path] = set()
+    fileio = PyArrowFileIO()
+    for path in lists:
+        for m in read_manifest_list(fileio.new_input(str(path))):
+            reachable.add(local_path(m.manifest_path))
+    counts = Counter()
+    for path in folder.glob("*.avro"):
+        kind = avro_kind(path)
+        counts[kind] += 1
+        if (path not in lists) if kind == "list" else (path not in reachable):
+            counts[f"orphan_{kind}s"] += 1
+    return {"lists": counts["list"], "manifests": counts["manifest"],
+            "orphan_lists": counts["orphan_lists"], "orphan_manifests": counts["orphan_manifests"]}
+
+
+def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool,
+            rival_ok: int | None) -> dict:
+    """Latencies, achieved rate, exactly once, snapshots and orphans from the table as it is."""
+    bucket = os.environ["THADAM_TEST_BUCKET"]
+    records = [r for p in logs for r in bench.uploaded(str(p))]
+    expected = Counter(f"s3://{bucket}/{r['object_key']}" for r in records)
+    stamps = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    added_by = bench.data_file_snapshots(table)
+    latencies: list[float] = []
+    per_node: dict[str, list[float]] = {}
+    in_window = unregistered = 0
+    for r in records:
+        if r["segment_id"].startswith(WARMUP_PREFIX):
+            continue
+        sid = added_by.get(f"s3://{bucket}/{r['object_key']}")
+        if sid is None:
+            unregistered += 1
+            continue
+        ts = stamps[sid]
+        lat = ts - r["uploaded_at_ms"]
+        latencies.append(lat)
+        per_node.setdefault(r["segment_id"].split("-", 1)[0], []).append(lat)
+        if 1000 * t0 <= ts <= 1000 * window_end:
+            in_window += 1
+    latencies.sort()
+    node_p99 = sorted(bench.percentile(sorted(v), 99) for v in per_node.values())
+
+    # Exactly once, from pyiceberg's own reading of the current snapshot's data files.
+    present = Counter(table.inspect.files().column("file_path").to_pylist())
+    duplicates = sum(1 for p in expected if present[p] > 1)
+    missing = sum(1 for p in expected if present[p] == 0)
+    others = sum(n for p, n in present.items() if p not in expected)
+    problems = []
+    if any(n > 1 for n in expected.values()):
+        problems.append("a key recorded twice in the logs")
+    if duplicates:
+        problems.append(f"{duplicates} segments registered more than once")
+    if missing and drained:
+        problems.append(f"{missing} segments missing")
+    if rival_ok is None and others:
+        problems.append(f"{others} data files that no log recorded")
+    if rival_ok is not None and others != rival_ok:
+        problems.append(f"{others} rival data files, but the rivals reported {rival_ok} appends")
+    status = "FAIL" if problems else ("OK" if not missing else "INCOMPLETE")
+    if status == "INCOMPLETE":
+        problems.append(f"{missing} segments not registered within the drain cap")
+
+    snaps = [s for s in table.metadata.snapshots
+             if 1000 * t0 <= s.timestamp_ms and s.summary is not None]
+    ours = [s for s in snaps if s.summary["thadam.writer"] is not None]
+    return {
+        "segments": len(records),
+        "load_segments": len(latencies) + unregistered,
+        "registered": len(latencies),
+        "in_window": in_window,
+        "latency_ms": {"p50": bench.percentile(latencies, 50),
+                       "p99": bench.percentile(latencies, 99),
+                       "max": latencies[-1] if latencies else None},
+        "node_p99_ms": node_p99,
+        "exactly_once": {"status": status, "problems": problems, "expected": len(expected),
+                         "duplicates": duplicates, "missing": missing, "others": others},
+        "snapshots_since_t0": {"registrar": len(ours), "others": len(snaps) - len(ours)},
+        "orphans": orphans(table),
+    }
+
+
+def cmd_run(args) -> dict:
+    state = Path(args.state)
+    pids = state / "pids"
+    pids.mkdir(exist_ok=True)
+    names = args.names.split(",")
+    n = len(names)
+    configs = [state / f"{name}.yaml" for name in names]
+    logs = [state / f"segments-{name}" / "segment-catalog.log" for name in names]
+    location = f"lake/thadam/v1/bench/{args.dataset}/data"
+    crc = Crc32c(args.crc_lib)
+    regs: list[Registrar] = []
+    children: list[Child] = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        # Warm-up: one segment per node; node 0 creates the table with it.
+        s3 = s3_client()
+        for k, path in enumerate(logs):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            ship(s3, LogAppender(path, crc), args.dataset, location, f"{WARMUP_PREFIX}{k:02d}",
+                 3_000_000_000_000 + k * 1_000, args.rows)
+        warm = state / f"{names[0]}-warmup.log"
+        with open(warm, "ab") as err:
+            proc = subprocess.Popen([args.registrar, "--config", str(configs[0]),
+                                     "--until-caught-up"], stdout=subprocess.DEVNULL, stderr=err)
+            (pids / f"{names[0]}-warmup.pid").write_text(f"{proc.pid}\n")
+            try:
+                code = proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                proc.wait()
+                raise SystemExit(f"the warm-up registrar did not catch up in 300 s; see {warm}")
+        if code != 0:
+            raise SystemExit(f"the warm-up registrar exited with {code}; see {warm}")
+        log(f"{args.table}: created by node 0's warm-up; starting {n} runner(s)")
+        for name, config in zip(names, configs):
+            reg = Registrar(args.registrar, str(config), args.table,
+                            state / f"{name}-registrar.log", [])
+            regs.append(reg)
+            (pids / f"{name}.time.pid").write_text(f"{reg.time_pid}\n")
+            (pids / f"{name}.pid").write_text(f"{reg.pid}\n")
+        deadline = time.time() + 120 + 10 * n
+        while True:
+            m = scrape(regs)
+            done = sum(x.get(REGISTERED, 0.0) for x in m)
+            if done >= n - 1 and all(x.get(BACKLOG, 0.0) == 0 for x in m):
+                break
+            if time.time() > deadline:
+                raise SystemExit(f"warm-up: {done:.0f} of {n - 1} warm-up segments registered "
+                                 "in time")
+            for reg, name in zip(regs, names):
+                if not reg.alive():
+                    raise SystemExit(f"runner {name} exited ({reg.returncode}) in the warm-up")
+            time.sleep(0.5)
+        log("warm-up done: every runner committed or skipped its warm-up segment")
+        time.sleep(2)
+
+        # The load window.
+        feeder = Child(["feed", "--logs", ",".join(map(str, logs)), "--dataset", args.dataset,
+                        "--key-prefix", location, "--rate", str(args.rate),
+                        "--seconds", str(args.seconds), "--rows", str(args.rows),
+                        "--crc-lib", args.crc_lib, "--state", args.state],
+                       f"{args.dataset}-feeder", pids,
+                       state / f"{args.dataset}-feeder.log")
+        children.append(feeder)
+        rivals: list[Child] = []
+        if args.rivals > 0:
+            writers = math.ceil(args.rivals)
+            for k in range(writers):
+                rivals.append(Child(["rival", "--table", args.table,
+                                     "--rate", str(args.rivals / writers),
+                                     "--phase", str(k / writers), "--seconds", str(args.seconds),
+                                     "--rows", str(args.rival_rows), "--writer", str(k),
+                                     "--state", args.state],
+                                    f"{args.dataset}-rival{k}", pids,
+                                    state / f"{args.dataset}-rival{k}.log"))
+            children.extend(rivals)
+        for child in children:
+            child.wait_ready(120)
+        before = scrape(regs)
+        t0 = time.time() + 0.5
+        for child in children:
+            child.start(t0)
+        while time.time() < t0:
+            time.sleep(0.01)
+        servers = {"catalog": args.catalog_pid, "s3": args.s3_pid}
+        cpu0 = {k: proc_cpu_s(p) for k, p in servers.items()}
+        reg_cpu0 = [reg.proc_figures()["cpu_s"] for reg in regs]
+        driver_cpu0 = self_cpu_s()
+        window_end = t0 + args.seconds
+        log(f"load: {n} node(s) x {args.rate:g} seg/s for {args.seconds} s"
+            + (f", rivals {args.rivals:g} commits/s" if rivals else ""))
+        while feeder.proc.poll() is None:
+            time.sleep(min(5.0, max(0.2, window_end - time.time())))
+            if feeder.proc.poll() is None:
+                done = sum(delta(a, b, REGISTERED) for a, b in zip(scrape(regs), before))
+                log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
+        fed = feeder.finish()
+        rival_results = [child.finish() for child in rivals]
+
+        # The drain: until every node registered what it was fed, or the cap.
+        drain_start = time.time()
+        drain_deadline = max(drain_start, window_end) + args.drain_cap
+        want = fed["per_node"]
+        pending = set(range(n))
+        after: list[dict] = list(before)
+        while True:
+            for k in sorted(pending):
+                after[k] = regs[k].try_metrics() or after[k]
+                if delta(after[k], before[k], REGISTERED) >= want:
+                    pending.discard(k)
+                elif not regs[k].alive():
+                    raise SystemExit(f"runner {names[k]} exited ({regs[k].returncode}) "
+                                     f"during the run; see {state}/{names[k]}-registrar.log")
+            if not pending or time.time() > drain_deadline:
+                break
+            time.sleep(1.0)
+        drained = not pending
+        drain_end = time.time()
+        cpu = {k: (proc_cpu_s(p) or 0.0) - (cpu0[k] or 0.0) for k, p in servers.items()}
+        figures = [reg.proc_figures() for reg in regs]
+        cpu["registrars"] = sum(f["cpu_s"] - c for f, c in zip(figures, reg_cpu0))
+        cpu["feeder"] = fed["cpu_s"]
+        cpu["rivals"] = sum(r["cpu_s"] for r in rival_results)
+        cpu["driver"] = self_cpu_s() - driver_cpu0
+        after = scrape(regs)
+        log(f"drain: {'done' if drained else 'CAP HIT'} {drain_end - drain_start:.1f} s after "
+            "the feeder finished; stopping the runners")
+        codes = [reg.wait(stop=True) for reg in regs]
+
+        commits = {o: sum(delta(a, b, f"{COMMITS}:{o}") for a, b in zip(after, before))
+                   for o in OUTCOMES}
+        deleted = None
+        if any(k.startswith(DELETED) for m in after for k in m):
+            deleted = {o: sum(delta(a, b, f"{DELETED}:{o}") for a, b in zip(after, before))
+                       for o in ("deleted", "failed")}
+        intervals = [m[INTERVAL] for m in after if INTERVAL in m]
+        table = bench.catalog().load_table(args.table)
+        rival_ok = sum(r["ok"] for r in rival_results) if rivals else None
+        out = {
+            "mode": args.mode,
+            "table": args.table,
+            "nodes": n,
+            "rate": args.rate,
+            "seconds": args.seconds,
+            "rivals": args.rivals,
+            "rows": args.rows,
+            "rival_rows": args.rival_rows,
+            "drained": drained,
+            "drain_s": drain_end - drain_start,
+            "drain_cap": args.drain_cap,
+            "fed": fed,
+            "rival_results": rival_results,
+            "commits": commits,
+            "commit_window": histogram(before, after, WINDOW),
+            "commit_duration": histogram(before, after, "thadam_iceberg_commit_duration_seconds"),
+            "commit_interval_s": intervals or None,
+            "attempt_files_deleted": deleted,
+            "cpu_s": cpu,
+            "max_hwm_kb": max(f["hwm_kb"] for f in figures),
+            "exit_codes": codes,
+            **analyse(table, logs, t0, window_end, drained, rival_ok),
+        }
+        if any(codes):
+            out["exactly_once"]["problems"].append(f"runner exit codes {codes}")
+            out["exactly_once"]["status"] = "FAIL"
+        return out
+    finally:
+        for child in children:
+            child.stop()
+        for reg in regs:
+            if reg.alive():
+                try:
+                    reg.wait(stop=True)
+                except (OSError, SystemExit):
+                    pass
+        for path in pids.glob("*.pid"):  # all reaped: nothing left for contention.sh to stop
+            path.unlink()
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+def ms(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:,.0f} ms" if v < 10_000 else f"{v / 1000:,.1f} s"
+
+
+def num(v: float, digits: int = 2) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def common_cells(r: dict) -> dict:
+    lat = r["latency_ms"]
+    c = r["commits"]
+    o = r["orphans"]
+    cpu = r["cpu_s"]
+    eo = r["exactly_once"]
+    conflicts = f"{c['conflict'] / c['ok']:.2f}" if c["ok"] else f"– ({c['conflict']:.0f} / 0)"
+    achieved = r["in_window"] / r["seconds"]
+    p99 = r["node_p99_ms"]
+    return {
+        "achieved": f"{achieved:.2f}" + ("" if r["drained"] else " (drain cap hit)"),
+        "latency": f"{ms(lat['p50'])} / {ms(lat['p99'])} / {ms(lat['max'])}",
+        "conflicts": conflicts,
+        "node_p99": f"{ms(p99[0])} → {ms(p99[-1])}" if p99 else "–",
+        "orphans": f"{o['orphan_lists']} / {o['orphan_manifests']}",
+        "cpu": f"{num(cpu['catalog'], 1)} / {num(cpu['s3'], 1)} / {num(cpu['registrars'], 1)}",
+        "exactly_once": eo["status"] + (f" ({'; '.join(eo['problems'])})" if eo["problems"]
+                                        else ""),
+    }
+
+
+def details_row(r: dict, first: str) -> list[str]:
+    c = r["commits"]
+    w = r["commit_window"]
+    d = r["attempt_files_deleted"]
+    fed = r["fed"]
+    snaps = r["snapshots_since_t0"]["registrar"]
+    behind = max(x["max_behind_s"] for x in fed["nodes"])
+    interval = r["commit_interval_s"]
+    return [
+        first,
+        f"{r['load_segments']:,} / {r['registered']:,}",
+        f"{r['drain_s']:.1f} s" + ("" if r["drained"] else f" (cap {r['drain_cap']} s hit)"),
+        f"{snaps:,} ({r['registered'] / snaps:.1f})" if snaps else "0",
+        " / ".join(f"{c[o]:.0f}" for o in ("ok", "conflict", "unknown_state", "failed")),
+        (f"{ms(1000 * w['mean_s'])} / {ms(1000 * w['p99_s'] if w['p99_s'] is not None else None)}"
+         if w and w["count"] else NO_SERIES),
+        (f"{min(interval):.2f} – {max(interval):.2f} s" if interval else NO_SERIES),
+        (f"{d['deleted']:.0f} / {d['failed']:.0f}" if d else NO_SERIES),
+        f"{ms(1000 * behind)}",
+        f"{r['max_hwm_kb'] / 1024:.1f} MiB",
+        f"{num(r['cpu_s']['feeder'], 1)} / {num(r['cpu_s']['driver'], 1)}",
+    ]
+
+
+# A series a runner does not export: not in this build, or (a counter) never incremented.
+NO_SERIES = "–"
+
+DETAIL_HEADERS = ["segments fed / registered", "drain", "registrar snapshots (seg each)",
+                  "commits ok / 409 / unknown / failed", "commit window mean / p99",
+                  "commit interval (gauge, per node)", "attempt files deleted / failed",
+                  "feeder max behind", "runner peak RSS (max)", "CPU s: feeder / driver"]
+
+
+def cmd_report(args) -> int:
+    results = [json.loads(Path(p).read_text()) for p in args.results]
+    fleet = [r for r in results if r["mode"] == "fleet"]
+    rivals = [r for r in results if r["mode"] == "rivals"]
+    failed = [r for r in results if r["exactly_once"]["status"] == "FAIL"]
+    if fleet:
+        r0 = fleet[0]
+        print(f"### Fleet: N registrars on one table, each fed {r0['rate']:g} seg/s for "
+              f"{r0['seconds']} s")
+        print()
+        rows, details = [], []
+        for r in fleet:
+            c = common_cells(r)
+            rows.append([r["nodes"], f"{r['nodes'] * r['rate']:g}", c["achieved"], c["latency"],
+                         c["conflicts"], c["node_p99"], c["orphans"], c["cpu"],
+                         c["exactly_once"]])
+            details.append(details_row(r, str(r["nodes"])))
+        print(markdown(["N", "offered seg/s", "achieved seg/s", "upload → snapshot p50 / p99 / max",
+                        "409s per landed commit", "per-node p99 best → worst",
+                        "orphans: lists / manifests", "CPU s: catalog / S3 / registrars",
+                        "exactly once"], rows))
+        print()
+        print(markdown(["N", *DETAIL_HEADERS], details))
+        print()
+    if rivals:
+        r0 = rivals[0]
+        print(f"### Rival writers: one registrar fed {r0['rate']:g} seg/s for {r0['seconds']} s, "
+              f"beside pyiceberg writers appending {r0['rival_rows']} rows per commit at R "
+              "commits/s in all")
+        print()
+        rows, details = [], []
+        for r in rivals:
+            c = common_cells(r)
+            rr = r["rival_results"]
+            ok = sum(x["ok"] for x in rr)
+            offered = round(r["rivals"] * r["seconds"])
+            landed = r["snapshots_since_t0"]["others"]
+            gave_up = sum(x["gave_up"] for x in rr)
+            errors = sum(x["errors"] for x in rr)
+            done = (f"{ok} of {offered} ({ok / r['seconds']:.2f}/s); "
+                    f"{sum(x['conflicts'] for x in rr)} 409 retries, {gave_up} gave up"
+                    + (f", {errors} errors" if errors else "")
+                    + ("" if landed == ok else f"; {landed} rival snapshots in the table"))
+            rows.append([f"{r['rivals']:g} ({len(rr)} writer{'s' if len(rr) > 1 else ''})",
+                         c["achieved"], c["latency"], c["conflicts"], done, c["orphans"],
+                         c["cpu"] + f" / {num(r['cpu_s']['rivals'], 1)}", c["exactly_once"]])
+            p50 = [x["append_p50_ms"] for x in rr if x["append_p50_ms"] is not None]
+            details.append(details_row(r, f"{r['rivals']:g}")
+                           + [ms(max(p50)) if p50 else "–"])
+        print(markdown(["rival commits/s", "registrar achieved seg/s",
+                        "upload → snapshot p50 / p99 / max", "registrar 409s per landed commit",
+                        "rival commits done", "orphans: lists / manifests",
+                        "CPU s: catalog / S3 / registrar / rivals", "exactly once (registrar)"],
+                       rows))
+        print()
+        print(markdown(["R", *DETAIL_HEADERS, "rival append p50 (worst writer)"], details))
+        print()
+    for r in failed:
+        print(f"FAIL: {r['table']}: {'; '.join(r['exactly_once']['problems'])}")
+    return 1 if failed else 0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--mode", choices=["fleet", "rivals"], required=True)
+    r.add_argument("--table", required=True)
+    r.add_argument("--dataset", required=True)
+    r.add_argument("--names", required=True)
+    r.add_argument("--state", required=True)
+    r.add_argument("--registrar", required=True)
+    r.add_argument("--crc-lib", required=True)
+    r.add_argument("--s3-pid", type=int, required=True)
+    r.add_argument("--catalog-pid", type=int, required=True)
+    r.add_argument("--rate", type=float, required=True)
+    r.add_argument("--seconds", type=int, required=True)
+    r.add_argument("--drain-cap", type=float, default=180)
+    r.add_argument("--rivals", type=float, default=0)
+    r.add_argument("--rows", type=int, default=100)
+    r.add_argument("--rival-rows", type=int, default=10)
+    f = sub.add_parser("feed")
+    f.add_argument("--logs", required=True)
+    f.add_argument("--dataset", required=True)
+    f.add_argument("--key-prefix", required=True)
+    f.add_argument("--rate", type=float, required=True)
+    f.add_argument("--seconds", type=int, required=True)
+    f.add_argument("--rows", type=int, required=True)
+    f.add_argument("--crc-lib", required=True)
+    f.add_argument("--state", help="the run's state dir (only names the process)")
+    v = sub.add_parser("rival")
+    v.add_argument("--table", required=True)
+    v.add_argument("--rate", type=float, required=True)
+    v.add_argument("--phase", type=float, default=0.0)
+    v.add_argument("--seconds", type=int, required=True)
+    v.add_argument("--rows", type=int, required=True)
+    v.add_argument("--writer", type=int, required=True)
+    v.add_argument("--state", help="the run's state dir (only names the process)")
+    rep = sub.add_parser("report")
+    rep.add_argument("--results", nargs="+", required=True)
+    args = p.parse_args()
+    if args.cmd == "report":
+        sys.exit(cmd_report(args))
+    result = {"run": cmd_run, "feed": cmd_feed, "rival": cmd_rival}[args.cmd](args)
+    json.dump(result, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
