@@ -12,10 +12,12 @@
 #   4. the ratios.
 #
 #   benches/e2e.sh [--segments N] [--rows R] [--rate R] [--duration S] [--per-file N]
-#                  [--per-file-no-check N] [--keep]
+#                  [--per-file-no-check N] [--registrar-bin PATH] [--keep]
 #
 # --per-file N: 0 adds all files one by one (hours at 2,000: each call slows as the table grows).
 # --per-file-no-check N also adds N files one by one with check_duplicate_files=False (0: skip).
+# --registrar-bin PATH runs this runner binary for the backlog and the flow instead of the one
+# built here (e.g. a copy of an earlier build, for an A/B); the rest is built as usual.
 # --keep keeps the state dir (configs, segment logs, server logs, raw JSON results); the servers
 # are stopped either way.
 #
@@ -36,6 +38,7 @@ rate=20
 duration=60
 per_file=200
 per_file_no_check=200
+registrar_bin=""
 keep=0
 command_line="benches/e2e.sh${*:+ $*}"
 while (($#)); do
@@ -46,6 +49,7 @@ while (($#)); do
         --duration) duration="$2"; shift 2 ;;
         --per-file) per_file="$2"; shift 2 ;;
         --per-file-no-check) per_file_no_check="$2"; shift 2 ;;
+        --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/e2e.sh)" ;;
     esac
@@ -85,6 +89,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$THADAM_CACHE/target}"
 log "building the release examples"
 cargo build --release --locked --examples >&2
 BIN="$CARGO_TARGET_DIR/release/examples"
+REG="${registrar_bin:-$BIN/registrar}"
+[[ -x "$REG" ]] || die "no runner binary at $REG"
 PY="$THADAM_VENV_PYTHON"
 BENCH_PY="$THADAM_REPO_ROOT/benches/e2e/bench.py"
 export PYTHONDONTWRITEBYTECODE=1
@@ -131,7 +137,7 @@ last_seq() {
 warm_up() {
     local out
     out="$("$BIN/demo_shipper" --config "$STATE/$1.yaml" --segments 1 --rows "$rows" --quiet)"
-    "$BIN/registrar" --config "$STATE/$1.yaml" --until-caught-up >/dev/null 2>>"$STATE/$1-warmup.log"
+    "$REG" --config "$STATE/$1.yaml" --until-caught-up >/dev/null 2>>"$STATE/$1-warmup.log"
     last_seq "$out"
 }
 
@@ -143,7 +149,11 @@ machine_info() {
     echo "command:    $command_line"
     echo "machine:    $(nproc) CPUs (${cpu:-unknown}), $mem RAM, $(uname -sr)"
     echo "before:     CPUs ${busy}% busy over 2 s with the servers idle; load $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, the build included)"
-    echo "registrar:  thadam-iceberg $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+uncommitted changes'), release build, $(rustc --version | cut -d' ' -f1-2), default tuning"
+    if [[ -n "$registrar_bin" ]]; then
+        echo "registrar:  prebuilt $registrar_bin (sha256 $(sha256sum "$REG" | cut -c1-12)), default tuning"
+    else
+        echo "registrar:  thadam-iceberg $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+uncommitted changes'), release build, $(rustc --version | cut -d' ' -f1-2), default tuning"
+    fi
     echo "servers:    Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
     echo "pyiceberg:  $("$PY" -c 'import pyiceberg, pyarrow, sys; print(f"pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, Python {sys.version.split()[0]}")'), PyArrowFileIO"
 }
@@ -168,7 +178,7 @@ s3_cpu0="$(cpu_s "$s3_pid")"
 catalog_cpu0="$(cpu_s "$catalog_pid")"
 t0="$(now_s)"
 /usr/bin/time -f '%M %U %S' -o "$R/backlog-time.txt" \
-    "$BIN/registrar" --config "$STATE/backlog.yaml" --until-caught-up \
+    "$REG" --config "$STATE/backlog.yaml" --until-caught-up \
     >"$STATE/backlog-registrar.out" 2>"$STATE/backlog-registrar.log" ||
     { show_log_tail "$STATE/backlog-registrar.log"; die "the registrar failed on the backlog"; }
 reg_s="$(seconds_since "$t0")"
@@ -186,7 +196,7 @@ bench_config flow flow
 log "flow: warm-up (creates bench.flow from one segment)"
 flow_after="$(warm_up flow)"
 log "flow: starting the registrar"
-"$BIN/registrar" --config "$STATE/flow.yaml" --metrics-addr 127.0.0.1:0 \
+"$REG" --config "$STATE/flow.yaml" --metrics-addr 127.0.0.1:0 \
     >"$STATE/flow-registrar.out" 2>"$STATE/flow-registrar.log" &
 REG_PID=$!
 metrics=""

@@ -24,7 +24,7 @@ use iceberg::table::Table;
 use ractor::ActorRef;
 
 use super::CommitterState;
-use super::pacing::Pace;
+use super::pacing::{Fleet, LANE, LANE_MEMORY_MS, Pace, ROUND_TRIP_MS};
 use crate::catalog::CommitError;
 use crate::catalog::commit_retry::{Failures, Next, after_failure, outcome_label};
 use crate::error::{Error, ErrorCode, Result};
@@ -45,8 +45,15 @@ pub(super) struct Appends {
     pub(super) retry: Option<Retry>,
     /// What the current batch's attempts wrote.
     attempts: AppendAttempts,
-    /// The table's adaptive commit interval.
+    /// The table's adaptive commit interval (while no slots are known).
     pub(super) pace: Pace,
+    /// Other registrars committing to the table, and the slots they share.
+    fleet: Fleet,
+    /// This committer's round trip (load → answer), smoothed, in ms: published with each
+    /// commit, for the fleet's slot length.
+    round_trip_ms: Option<f64>,
+    /// The newest snapshot whose lane was read, so that a walk stops there.
+    lanes_read_to: Option<i64>,
     /// How many more commits load the table before they are built: set when another writer's
     /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
     /// that found none. A lone registrar builds on its own last commit's answer.
@@ -63,6 +70,9 @@ const LOAD_FIRST_FOR: u32 = 16;
 
 /// How far back a load looks for who committed since the version held.
 const WRITERS_LOOKBACK: usize = 64;
+
+/// The most snapshots read for lanes after one load or commit.
+const LANES_LOOKBACK: usize = 256;
 
 /// A batch whose last attempt failed.
 #[derive(Debug)]
@@ -102,6 +112,7 @@ impl CommitterState {
             window_start = Instant::now();
             self.reload(&mut shutdown).await?;
             self.saw_others_since(held);
+            self.read_lanes();
         }
         loop {
             // 2. What the table still lacks.
@@ -161,7 +172,12 @@ impl CommitterState {
                 &todo,
                 watermark.as_ref(),
                 &expire.snapshot_ids,
-            )?;
+            )?
+            .with_summary(LANE, self.appends.fleet.own().to_string())
+            .with_summary(
+                ROUND_TRIP_MS,
+                format!("{:.0}", self.appends.round_trip_ms.unwrap_or(0.0)),
+            );
             let vended = self.vended_generation(&table);
             let built = tokio::select! {
                 b = append.build(&mut self.appends.attempts) => b,
@@ -209,15 +225,18 @@ impl CommitterState {
             return match outcome {
                 Ok(new_table) => {
                     self.vended_worked(vended);
+                    let round_trip = window_start.elapsed().as_secs_f64() * 1000.0;
+                    self.appends.round_trip_ms = Some(match self.appends.round_trip_ms {
+                        Some(smoothed) => smoothed * 0.7 + round_trip * 0.3,
+                        None => round_trip,
+                    });
                     if self.appends.retry.take().is_none() {
                         self.appends.pace.landed_clean();
                     }
-                    self.appends.gap = self
-                        .appends
-                        .pace
-                        .gap(ctx.config.commit.min_interval, rand::random());
-                    self.publish_pace();
                     self.committed_ok(new_table, &todo, watermark.as_ref(), started);
+                    self.read_lanes();
+                    self.appends.gap = self.next_gap(ctx.config.commit.min_interval);
+                    self.publish_pace();
                     // The set stays as large as the snapshots the table keeps.
                     self.committed.forget(&expire.segment_ids);
                     self.batch_over(Some(&files)).await;
@@ -335,6 +354,61 @@ impl CommitterState {
         }
     }
 
+    /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
+    /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
+    fn read_lanes(&mut self) {
+        let Some(table) = &self.table else {
+            return;
+        };
+        let metadata = table.metadata();
+        let newest = metadata.current_snapshot_id();
+        let horizon = chrono::Utc::now().timestamp_millis() - LANE_MEMORY_MS;
+        let mut at = metadata.current_snapshot();
+        for _ in 0..LANES_LOOKBACK {
+            let Some(snapshot) = at else {
+                break;
+            };
+            if Some(snapshot.snapshot_id()) == self.appends.lanes_read_to
+                || snapshot.timestamp_ms() < horizon
+            {
+                break;
+            }
+            let summary = &snapshot.summary().additional_properties;
+            if let Some(lane) = summary.get(LANE) {
+                let round_trip = summary
+                    .get(ROUND_TRIP_MS)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                self.appends
+                    .fleet
+                    .observe(lane, snapshot.timestamp_ms(), round_trip);
+            }
+            at = snapshot
+                .parent_snapshot_id()
+                .and_then(|p| metadata.snapshot_by_id(p));
+        }
+        self.appends.lanes_read_to = newest;
+    }
+
+    /// The gap after the start of the commit that just landed before the next may start: to
+    /// this registrar's next slot when other registrars share the table (see `pacing::Fleet`),
+    /// else the adaptive pace; never below `floor` (`commit.min_interval`).
+    fn next_gap(&self, floor: Duration) -> Duration {
+        let now = Instant::now();
+        let since_start = self
+            .appends
+            .last_start
+            .map_or(Duration::ZERO, |s| now.duration_since(s));
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let gap = match self.appends.fleet.next_start(now_ms) {
+            Some((start, _)) => {
+                since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
+            }
+            None => self.appends.pace.gap(Duration::ZERO, rand::random()),
+        };
+        gap.max(floor)
+    }
+
     /// Wakes this committer for the next attempt after `delay`: at once by a message behind
     /// those already waiting (footers and segments that arrived join the attempt), or a timer.
     pub(super) fn arm_retry(&mut self, myself: &ActorRef<CommitterMsg>, delay: Duration) {
@@ -421,10 +495,16 @@ impl CommitterState {
         }
     }
 
-    /// The table's adaptive commit interval, as a gauge.
+    /// The table's commit interval, as a gauge: the slot cycle when registrars take turns,
+    /// else the adaptive pace.
     fn publish_pace(&self) {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let interval = match self.appends.fleet.cycle_ms(now_ms) {
+            Some(ms) => Duration::from_millis(ms),
+            None => self.appends.pace.interval(),
+        };
         metrics::gauge!("thadam_iceberg_commit_interval_seconds", "table" => self.name.to_string())
-            .set(self.appends.pace.interval().as_secs_f64());
+            .set(interval.as_secs_f64());
     }
 
     /// The segments of `batch` the table does not hold yet, after checking any watermark the

@@ -69,6 +69,151 @@ impl Pace {
     }
 }
 
+/// Snapshot summary key: the lane of the registrar that wrote the snapshot (a random id per
+/// committer, i.e. per process and table), so that registrars sharing a table can count each
+/// other and take turns.
+pub(crate) const LANE: &str = "thadam.lane";
+/// Snapshot summary key: that registrar's commit round trip (load → the catalog's answer), in
+/// ms, smoothed: the slot length the fleet agrees on is derived from the largest.
+pub(crate) const ROUND_TRIP_MS: &str = "thadam.round-trip-ms";
+
+/// How long a lane counts as present after its last snapshot.
+pub(super) const LANE_MEMORY_MS: i64 = 60_000;
+/// The most lanes remembered (a bound on memory whatever happens to the table).
+pub(super) const MAX_LANES: usize = 1024;
+/// Slot lengths are this times a power of two, so that registrars that measured slightly
+/// different round trips still agree on one grid.
+pub(super) const SLOT_UNIT_MS: u64 = 50;
+pub(super) const MIN_SLOT_MS: u64 = 100;
+pub(super) const MAX_SLOT_MS: u64 = 3_200;
+
+/// Registrars sharing a table, as this committer has seen them in the table's snapshots, and its
+/// own lane. With two or more lanes the table's commits are slotted: time is cut into slots of
+/// one agreed length (from the largest published round trip, see [`slot_ms`]) on the wall
+/// clock's grid, and lane k of N (by the lanes' sorted ids) starts its commits in the slots
+/// whose index is k modulo N. Every registrar computes the same grid from the same snapshots,
+/// so a fleet takes turns instead of colliding: one commit per slot, each node once per cycle
+/// of N slots, and no 409 unless a commit overruns its slot or a clock is off (then the prompt
+/// retry settles it). Random pacing cannot do this: at N nodes a random commit conflicts with
+/// probability 1 - e^(-(N-1)·W/I), so a low conflict rate costs an interval linear in N·W with
+/// a large constant; slots cost exactly N slots.
+#[derive(Debug, Clone)]
+pub(super) struct Fleet {
+    own: String,
+    /// Lane → (when it last committed, ms since the epoch; its round trip, ms).
+    lanes: std::collections::BTreeMap<String, (i64, u64)>,
+}
+
+impl Default for Fleet {
+    /// A fresh lane: 12 random hex digits.
+    fn default() -> Self {
+        Fleet::new(uuid::Uuid::new_v4().simple().to_string()[..12].to_string())
+    }
+}
+
+impl Fleet {
+    pub(super) fn new(own: String) -> Self {
+        Fleet {
+            own,
+            lanes: std::collections::BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn own(&self) -> &str {
+        &self.own
+    }
+
+    /// Notes a snapshot of `lane` committed at `at_ms` by a registrar whose round trip is
+    /// `round_trip_ms`.
+    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, round_trip_ms: u64) {
+        if let Some(seen) = self.lanes.get_mut(lane) {
+            if at_ms >= seen.0 {
+                *seen = (at_ms, round_trip_ms);
+            }
+            return;
+        }
+        if self.lanes.len() >= MAX_LANES {
+            // The lane seen longest ago makes room.
+            if let Some(oldest) = self
+                .lanes
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+            {
+                self.lanes.remove(&oldest);
+            }
+        }
+        self.lanes.insert(lane.to_string(), (at_ms, round_trip_ms));
+    }
+
+    /// The lanes present at `now_ms` (seen within [`LANE_MEMORY_MS`]), our own always among them.
+    fn present(&self, now_ms: i64) -> Vec<(&str, u64)> {
+        let mut present: Vec<(&str, u64)> = self
+            .lanes
+            .iter()
+            .filter(|(lane, (at, _))| {
+                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
+            })
+            .map(|(lane, (_, rt))| (lane.as_str(), *rt))
+            .collect();
+        if !self.lanes.contains_key(&self.own) {
+            present.push((self.own.as_str(), 0));
+            present.sort_unstable();
+        }
+        present
+    }
+
+    /// The length of a cycle (every lane's slot once), in ms; `None` while not slotted.
+    pub(super) fn cycle_ms(&self, now_ms: i64) -> Option<u64> {
+        let present = self.present(now_ms);
+        if present.len() < 2 {
+            return None;
+        }
+        let slot = slot_ms(present.iter().map(|(_, rt)| *rt).max().unwrap_or(0));
+        Some(slot.saturating_mul(present.len() as u64))
+    }
+
+    /// When this lane's next commit may start (ms since the epoch), at or after `now_ms`, with
+    /// the slot length; `None` while no other registrar commits to the table.
+    pub(super) fn next_start(&self, now_ms: i64) -> Option<(i64, u64)> {
+        let present = self.present(now_ms);
+        if present.len() < 2 {
+            return None;
+        }
+        let rank = present.iter().position(|(l, _)| *l == self.own)?;
+        let slot = slot_ms(present.iter().map(|(_, rt)| *rt).max().unwrap_or(0));
+        Some((next_slot(now_ms, slot, present.len(), rank), slot))
+    }
+}
+
+/// The slot length for a fleet whose largest round trip is `round_trip_ms`: twice it (a commit
+/// and a margin), rounded up to [`SLOT_UNIT_MS`] times a power of two, within
+/// [`MIN_SLOT_MS`]..=[`MAX_SLOT_MS`].
+pub(super) fn slot_ms(round_trip_ms: u64) -> u64 {
+    let want = round_trip_ms.saturating_mul(2).max(MIN_SLOT_MS);
+    let mut slot = SLOT_UNIT_MS;
+    while slot < want && slot < MAX_SLOT_MS {
+        slot *= 2;
+    }
+    slot.clamp(MIN_SLOT_MS, MAX_SLOT_MS)
+}
+
+/// The start (ms since the epoch) of the first slot at or after `now_ms` whose index on the
+/// grid of `slot` ms is `rank` modulo `lanes`.
+pub(super) fn next_slot(now_ms: i64, slot: u64, lanes: usize, rank: usize) -> i64 {
+    let slot = i64::try_from(slot.max(1)).unwrap_or(i64::MAX);
+    let lanes = i64::try_from(lanes.max(1)).unwrap_or(1);
+    let rank = i64::try_from(rank).unwrap_or(0) % lanes;
+    let index = now_ms.div_euclid(slot);
+    let current = index.rem_euclid(lanes);
+    let mut ahead = (rank - current).rem_euclid(lanes);
+    if ahead == 0 && now_ms > index * slot {
+        // Our slot has begun already: wait for the next cycle's.
+        ahead = lanes;
+    }
+    (index + ahead) * slot
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +287,66 @@ mod tests {
         assert_eq!(pace.gap(Duration::ZERO, 0.0), i.mul_f64(0.5));
         assert_eq!(pace.gap(Duration::ZERO, 0.5), i);
         assert!(pace.gap(Duration::ZERO, 0.999) < i.mul_f64(1.5));
+    }
+
+    #[test]
+    fn slots_are_twice_the_round_trip_on_a_shared_grid() {
+        assert_eq!(slot_ms(0), 100);
+        assert_eq!(slot_ms(40), 100);
+        assert_eq!(slot_ms(60), 200);
+        assert_eq!(slot_ms(99), 200);
+        assert_eq!(slot_ms(101), 400);
+        assert_eq!(slot_ms(60_000), MAX_SLOT_MS);
+    }
+
+    #[test]
+    fn each_lane_starts_in_its_own_slot_once_per_cycle() {
+        // 4 lanes, 100 ms slots: lane 2 owns [200, 300), [600, 700), ...
+        assert_eq!(next_slot(0, 100, 4, 2), 200);
+        assert_eq!(next_slot(199, 100, 4, 2), 200);
+        assert_eq!(next_slot(200, 100, 4, 2), 200);
+        assert_eq!(next_slot(201, 100, 4, 2), 600);
+        assert_eq!(next_slot(650, 100, 4, 2), 1_000);
+        assert_eq!(next_slot(650, 100, 4, 3), 700);
+        // Every lane gets exactly one slot per cycle, and no two the same.
+        let starts: Vec<i64> = (0..4).map(|r| next_slot(1_000, 100, 4, r)).collect();
+        assert_eq!(starts, [1_200, 1_300, 1_000, 1_100]);
+    }
+
+    #[test]
+    fn a_lone_registrar_has_no_slots_and_a_fleet_agrees_on_one_grid() {
+        let now = 1_000_000;
+        let mut a = Fleet::new("a".into());
+        assert_eq!(a.next_start(now), None);
+        a.observe("a", now - 10, 30);
+        assert_eq!(a.next_start(now), None, "only itself");
+        a.observe("c", now - 1_000, 80);
+        a.observe("b", now - 2_000, 20);
+        let mut c = Fleet::new("c".into());
+        c.observe("a", now - 10, 30);
+        c.observe("b", now - 2_000, 20);
+        c.observe("c", now - 1_000, 80);
+        let (sa, slot_a) = a.next_start(now).expect("slotted");
+        let (sc, slot_c) = c.next_start(now).expect("slotted");
+        // One slot length (from the largest round trip: 80 ms → 200 ms), different slots.
+        assert_eq!((slot_a, slot_c), (200, 200));
+        assert_ne!(sa, sc);
+        assert_eq!((sa / 200).rem_euclid(3), 0);
+        assert_eq!((sc / 200).rem_euclid(3), 2);
+        // A lane not seen for a minute no longer counts.
+        let later = now + LANE_MEMORY_MS + 5_000;
+        a.observe("a", later, 30);
+        assert_eq!(a.next_start(later), None);
+    }
+
+    #[test]
+    fn the_lanes_remembered_are_bounded() {
+        let mut f = Fleet::new("own".into());
+        for i in 0..(MAX_LANES as i64 + 50) {
+            f.observe(&format!("lane{i}"), i, 10);
+        }
+        assert_eq!(f.lanes.len(), MAX_LANES);
+        assert!(f.lanes.contains_key(&format!("lane{}", MAX_LANES + 49)));
+        assert!(!f.lanes.contains_key("lane0"));
     }
 }

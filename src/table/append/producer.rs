@@ -99,6 +99,13 @@ pub fn prepare_append<'a>(
 }
 
 impl PreparedAppend<'_> {
+    /// Adds `key` = `value` to the snapshot summary (a registrar's own key; the computed
+    /// metrics win over it, as over every summary key).
+    pub fn with_summary(mut self, key: &str, value: String) -> Self {
+        self.properties.insert(key.to_string(), value);
+        self
+    }
+
     /// Writes what the commit needs and `attempts` does not hold yet (the manifest of the new
     /// files, the merges of the batch's first attempt, always a manifest list), and returns the
     /// commit: the watermark property, the snapshot and the `main` ref, then the expired
