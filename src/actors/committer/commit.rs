@@ -24,7 +24,7 @@ use iceberg::table::Table;
 use ractor::ActorRef;
 
 use super::CommitterState;
-use super::pacing::{Fleet, LANE, LANE_MEMORY_MS, Pace, ROUND_TRIP_MS};
+use super::pacing::{Fleet, LANE, LANE_MEMORY_MS, Pace, SLOT_MS, desired_slot};
 use crate::catalog::CommitError;
 use crate::catalog::commit_retry::{Failures, Next, after_failure, outcome_label};
 use crate::error::{Error, ErrorCode, Result};
@@ -49,11 +49,16 @@ pub(super) struct Appends {
     pub(super) pace: Pace,
     /// Other registrars committing to the table, and the slots they share.
     fleet: Fleet,
-    /// This committer's round trip (load → answer), smoothed, in ms: published with each
-    /// commit, for the fleet's slot length.
+    /// This committer's round trip (load → answer), smoothed, in ms.
     round_trip_ms: Option<f64>,
+    /// The slot this committer needs ([`desired_slot`]), published with each commit: the
+    /// fleet's slot is the largest.
+    slot_ms: u64,
     /// The newest snapshot whose lane was read, so that a walk stops there.
     lanes_read_to: Option<i64>,
+    /// When (ms since the epoch) a writer that is not a registrar (Spark, pyiceberg, a
+    /// compaction) last committed to the table, as far as the snapshots read tell.
+    other_kind_seen_ms: Option<i64>,
     /// How many more commits load the table before they are built: set when another writer's
     /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
     /// that found none. A lone registrar builds on its own last commit's answer.
@@ -73,6 +78,13 @@ const WRITERS_LOOKBACK: usize = 64;
 
 /// The most snapshots read for lanes after one load or commit.
 const LANES_LOOKBACK: usize = 256;
+
+/// While another kind of writer has committed to the table within [`COURTESY_MEMORY_MS`], the
+/// registrar leaves at least this long between the starts of its commits: such writers build a
+/// commit slowly (seconds, in Python or Spark) and give up after a few 409s (pyiceberg and Java
+/// retry 4 times), so a registrar committing ten times a second would starve them.
+const COURTESY_GAP: Duration = Duration::from_secs(1);
+const COURTESY_MEMORY_MS: i64 = 60_000;
 
 /// A batch whose last attempt failed.
 #[derive(Debug)]
@@ -174,10 +186,7 @@ impl CommitterState {
                 &expire.snapshot_ids,
             )?
             .with_summary(LANE, self.appends.fleet.own().to_string())
-            .with_summary(
-                ROUND_TRIP_MS,
-                format!("{:.0}", self.appends.round_trip_ms.unwrap_or(0.0)),
-            );
+            .with_summary(SLOT_MS, self.appends.slot_ms.to_string());
             let vended = self.vended_generation(&table);
             let built = tokio::select! {
                 b = append.build(&mut self.appends.attempts) => b,
@@ -226,10 +235,7 @@ impl CommitterState {
                 Ok(new_table) => {
                     self.vended_worked(vended);
                     let round_trip = window_start.elapsed().as_secs_f64() * 1000.0;
-                    self.appends.round_trip_ms = Some(match self.appends.round_trip_ms {
-                        Some(smoothed) => smoothed * 0.7 + round_trip * 0.3,
-                        None => round_trip,
-                    });
+                    self.note_round_trip(round_trip);
                     if self.appends.retry.take().is_none() {
                         self.appends.pace.landed_clean();
                     }
@@ -354,6 +360,16 @@ impl CommitterState {
         }
     }
 
+    /// Takes a landed commit's round trip into the smoothed one, and the slot it asks for.
+    fn note_round_trip(&mut self, round_trip: f64) {
+        let smoothed = match self.appends.round_trip_ms {
+            Some(smoothed) => smoothed * 0.7 + round_trip * 0.3,
+            None => round_trip,
+        };
+        self.appends.round_trip_ms = Some(smoothed);
+        self.appends.slot_ms = desired_slot(self.appends.slot_ms, smoothed);
+    }
+
     /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
     /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
     fn read_lanes(&mut self) {
@@ -374,14 +390,19 @@ impl CommitterState {
                 break;
             }
             let summary = &snapshot.summary().additional_properties;
+            if !summary.contains_key(crate::table::committed::WRITER) {
+                let at = snapshot.timestamp_ms();
+                self.appends.other_kind_seen_ms =
+                    Some(self.appends.other_kind_seen_ms.map_or(at, |s| s.max(at)));
+            }
             if let Some(lane) = summary.get(LANE) {
-                let round_trip = summary
-                    .get(ROUND_TRIP_MS)
+                let slot = summary
+                    .get(SLOT_MS)
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(0);
                 self.appends
                     .fleet
-                    .observe(lane, snapshot.timestamp_ms(), round_trip);
+                    .observe(lane, snapshot.timestamp_ms(), slot);
             }
             at = snapshot
                 .parent_snapshot_id()
@@ -392,7 +413,8 @@ impl CommitterState {
 
     /// The gap after the start of the commit that just landed before the next may start: to
     /// this registrar's next slot when other registrars share the table (see `pacing::Fleet`),
-    /// else the adaptive pace; never below `floor` (`commit.min_interval`).
+    /// else the adaptive pace; never below `floor` (`commit.min_interval`), nor below
+    /// [`COURTESY_GAP`] while another kind of writer commits to the table.
     fn next_gap(&self, floor: Duration) -> Duration {
         let now = Instant::now();
         let since_start = self
@@ -401,12 +423,18 @@ impl CommitterState {
             .map_or(Duration::ZERO, |s| now.duration_since(s));
         let now_ms = chrono::Utc::now().timestamp_millis();
         let gap = match self.appends.fleet.next_start(now_ms) {
-            Some((start, _)) => {
+            Some((start, slot)) => {
+                tracing::debug!(table = %self.name, start, slot, lane = self.appends.fleet.own(), "next commit in this lane's slot");
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
             }
             None => self.appends.pace.gap(Duration::ZERO, rand::random()),
         };
-        gap.max(floor)
+        let courtesy = self
+            .appends
+            .other_kind_seen_ms
+            .filter(|seen| now_ms.saturating_sub(*seen) <= COURTESY_MEMORY_MS)
+            .map_or(Duration::ZERO, |_| COURTESY_GAP);
+        gap.max(floor).max(courtesy)
     }
 
     /// Wakes this committer for the next attempt after `delay`: at once by a message behind

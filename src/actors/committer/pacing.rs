@@ -73,23 +73,22 @@ impl Pace {
 /// committer, i.e. per process and table), so that registrars sharing a table can count each
 /// other and take turns.
 pub(crate) const LANE: &str = "thadam.lane";
-/// Snapshot summary key: that registrar's commit round trip (load → the catalog's answer), in
-/// ms, smoothed: the slot length the fleet agrees on is derived from the largest.
-pub(crate) const ROUND_TRIP_MS: &str = "thadam.round-trip-ms";
+/// Snapshot summary key: the slot length that registrar needs (from its commit round trip, see
+/// [`desired_slot`]), in ms: the fleet's slot is the largest of them.
+pub(crate) const SLOT_MS: &str = "thadam.slot-ms";
 
 /// How long a lane counts as present after its last snapshot.
 pub(super) const LANE_MEMORY_MS: i64 = 60_000;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
-/// Slot lengths are this times a power of two, so that registrars that measured slightly
-/// different round trips still agree on one grid.
+/// Slot lengths are multiples of this.
 pub(super) const SLOT_UNIT_MS: u64 = 50;
 pub(super) const MIN_SLOT_MS: u64 = 100;
-pub(super) const MAX_SLOT_MS: u64 = 3_200;
+pub(super) const MAX_SLOT_MS: u64 = 5_000;
 
 /// Registrars sharing a table, as this committer has seen them in the table's snapshots, and its
 /// own lane. With two or more lanes the table's commits are slotted: time is cut into slots of
-/// one agreed length (from the largest published round trip, see [`slot_ms`]) on the wall
+/// one agreed length (the largest slot the lanes publish, see [`desired_slot`]) on the wall
 /// clock's grid, and lane k of N (by the lanes' sorted ids) starts its commits in the slots
 /// whose index is k modulo N. Every registrar computes the same grid from the same snapshots,
 /// so a fleet takes turns instead of colliding: one commit per slot, each node once per cycle
@@ -100,7 +99,7 @@ pub(super) const MAX_SLOT_MS: u64 = 3_200;
 #[derive(Debug, Clone)]
 pub(super) struct Fleet {
     own: String,
-    /// Lane → (when it last committed, ms since the epoch; its round trip, ms).
+    /// Lane → (when it last committed, ms since the epoch; the slot it needs, ms).
     lanes: std::collections::BTreeMap<String, (i64, u64)>,
 }
 
@@ -123,12 +122,12 @@ impl Fleet {
         &self.own
     }
 
-    /// Notes a snapshot of `lane` committed at `at_ms` by a registrar whose round trip is
-    /// `round_trip_ms`.
-    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, round_trip_ms: u64) {
+    /// Notes a snapshot of `lane` committed at `at_ms` by a registrar that needs slots of
+    /// `slot_ms`.
+    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
         if let Some(seen) = self.lanes.get_mut(lane) {
             if at_ms >= seen.0 {
-                *seen = (at_ms, round_trip_ms);
+                *seen = (at_ms, slot_ms);
             }
             return;
         }
@@ -143,7 +142,7 @@ impl Fleet {
                 self.lanes.remove(&oldest);
             }
         }
-        self.lanes.insert(lane.to_string(), (at_ms, round_trip_ms));
+        self.lanes.insert(lane.to_string(), (at_ms, slot_ms));
     }
 
     /// The lanes present at `now_ms` (seen within [`LANE_MEMORY_MS`]), our own always among them.
@@ -169,8 +168,7 @@ impl Fleet {
         if present.len() < 2 {
             return None;
         }
-        let slot = slot_ms(present.iter().map(|(_, rt)| *rt).max().unwrap_or(0));
-        Some(slot.saturating_mul(present.len() as u64))
+        Some(fleet_slot(&present).saturating_mul(present.len() as u64))
     }
 
     /// When this lane's next commit may start (ms since the epoch), at or after `now_ms`, with
@@ -181,21 +179,39 @@ impl Fleet {
             return None;
         }
         let rank = present.iter().position(|(l, _)| *l == self.own)?;
-        let slot = slot_ms(present.iter().map(|(_, rt)| *rt).max().unwrap_or(0));
+        let slot = fleet_slot(&present);
+        tracing::debug!(rank, lanes = present.len(), slot, "fleet slots");
         Some((next_slot(now_ms, slot, present.len(), rank), slot))
     }
 }
 
-/// The slot length for a fleet whose largest round trip is `round_trip_ms`: twice it (a commit
-/// and a margin), rounded up to [`SLOT_UNIT_MS`] times a power of two, within
-/// [`MIN_SLOT_MS`]..=[`MAX_SLOT_MS`].
-pub(super) fn slot_ms(round_trip_ms: u64) -> u64 {
-    let want = round_trip_ms.saturating_mul(2).max(MIN_SLOT_MS);
-    let mut slot = SLOT_UNIT_MS;
-    while slot < want && slot < MAX_SLOT_MS {
-        slot *= 2;
+/// The slot every lane uses: the largest any of them needs.
+fn fleet_slot(present: &[(&str, u64)]) -> u64 {
+    present
+        .iter()
+        .map(|(_, slot)| *slot)
+        .max()
+        .unwrap_or(0)
+        .clamp(MIN_SLOT_MS, MAX_SLOT_MS)
+}
+
+/// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
+/// needs, given the slot it published last (`current`): one and a half round trips in
+/// [`SLOT_UNIT_MS`] steps, raised at once when the round trip needs more, lowered only when it
+/// needs half or less. The hysteresis keeps the published value, and so the fleet's grid, from
+/// flickering with every commit's round trip: nodes that read each other's values at different
+/// moments still agree.
+pub(super) fn desired_slot(current: u64, round_trip_ms: f64) -> u64 {
+    let need = (round_trip_ms.max(0.0) * 1.5).ceil() as u64;
+    let rounded = need
+        .div_ceil(SLOT_UNIT_MS)
+        .saturating_mul(SLOT_UNIT_MS)
+        .clamp(MIN_SLOT_MS, MAX_SLOT_MS);
+    if current == 0 || rounded > current || rounded.saturating_mul(2) <= current {
+        rounded
+    } else {
+        current
     }
-    slot.clamp(MIN_SLOT_MS, MAX_SLOT_MS)
 }
 
 /// The start (ms since the epoch) of the first slot at or after `now_ms` whose index on the
@@ -290,13 +306,18 @@ mod tests {
     }
 
     #[test]
-    fn slots_are_twice_the_round_trip_on_a_shared_grid() {
-        assert_eq!(slot_ms(0), 100);
-        assert_eq!(slot_ms(40), 100);
-        assert_eq!(slot_ms(60), 200);
-        assert_eq!(slot_ms(99), 200);
-        assert_eq!(slot_ms(101), 400);
-        assert_eq!(slot_ms(60_000), MAX_SLOT_MS);
+    fn a_slot_is_one_and_a_half_round_trips_and_does_not_flicker() {
+        assert_eq!(desired_slot(0, 0.0), MIN_SLOT_MS);
+        assert_eq!(desired_slot(0, 40.0), 100);
+        assert_eq!(desired_slot(0, 70.0), 150);
+        assert_eq!(desired_slot(0, 60_000.0), MAX_SLOT_MS);
+        // Raised at once...
+        assert_eq!(desired_slot(150, 110.0), 200);
+        // ... but not lowered for a round trip that is only a little shorter.
+        assert_eq!(desired_slot(200, 90.0), 200);
+        assert_eq!(desired_slot(200, 70.0), 200);
+        // Lowered when it needs half or less.
+        assert_eq!(desired_slot(400, 60.0), 100);
     }
 
     #[test]
@@ -318,24 +339,24 @@ mod tests {
         let now = 1_000_000;
         let mut a = Fleet::new("a".into());
         assert_eq!(a.next_start(now), None);
-        a.observe("a", now - 10, 30);
+        a.observe("a", now - 10, 100);
         assert_eq!(a.next_start(now), None, "only itself");
-        a.observe("c", now - 1_000, 80);
-        a.observe("b", now - 2_000, 20);
+        a.observe("c", now - 1_000, 200);
+        a.observe("b", now - 2_000, 150);
         let mut c = Fleet::new("c".into());
-        c.observe("a", now - 10, 30);
-        c.observe("b", now - 2_000, 20);
-        c.observe("c", now - 1_000, 80);
+        c.observe("a", now - 10, 100);
+        c.observe("b", now - 2_000, 150);
+        c.observe("c", now - 1_000, 200);
         let (sa, slot_a) = a.next_start(now).expect("slotted");
         let (sc, slot_c) = c.next_start(now).expect("slotted");
-        // One slot length (from the largest round trip: 80 ms → 200 ms), different slots.
+        // One slot length (the largest published), different slots.
         assert_eq!((slot_a, slot_c), (200, 200));
         assert_ne!(sa, sc);
         assert_eq!((sa / 200).rem_euclid(3), 0);
         assert_eq!((sc / 200).rem_euclid(3), 2);
         // A lane not seen for a minute no longer counts.
         let later = now + LANE_MEMORY_MS + 5_000;
-        a.observe("a", later, 30);
+        a.observe("a", later, 100);
         assert_eq!(a.next_start(later), None);
     }
 
