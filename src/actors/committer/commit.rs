@@ -56,6 +56,10 @@ pub(super) struct Appends {
     slot_ms: u64,
     /// The newest snapshot whose lane was read, so that a walk stops there.
     lanes_read_to: Option<i64>,
+    /// The watermark properties this committer's commits raise (one per segment log it reads):
+    /// a lane whose snapshots name one of them wrote for the same log, i.e. it is this registrar
+    /// before a restart, not another node.
+    own_watermarks: std::collections::BTreeSet<String>,
     /// When (ms since the epoch) a writer that is not a registrar (Spark, pyiceberg, a
     /// compaction) last committed to the table, as far as the snapshots read tell.
     other_kind_seen_ms: Option<i64>,
@@ -165,6 +169,11 @@ impl CommitterState {
             // 4. Build and send.
             let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
             let watermark = self.committed.watermark_update(&segments);
+            if let Some((property, _)) = &watermark
+                && self.appends.own_watermarks.len() < 64
+            {
+                self.appends.own_watermarks.insert(property.clone());
+            }
             // Snapshot retention rides on the append (metadata only; see table::retention).
             let expire = ctx
                 .config
@@ -396,6 +405,12 @@ impl CommitterState {
                     Some(self.appends.other_kind_seen_ms.map_or(at, |s| s.max(at)));
             }
             if let Some(lane) = summary.get(LANE) {
+                if summary
+                    .get(crate::table::committed::WATERMARK_KEY)
+                    .is_some_and(|w| self.appends.own_watermarks.contains(w))
+                {
+                    self.appends.fleet.same_log(lane);
+                }
                 let slot = summary
                     .get(SLOT_MS)
                     .and_then(|v| v.parse::<u64>().ok())

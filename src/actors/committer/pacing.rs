@@ -101,6 +101,9 @@ pub(super) struct Fleet {
     own: String,
     /// Lane → (when it last committed, ms since the epoch; the slot it needs, ms).
     lanes: std::collections::BTreeMap<String, (i64, u64)>,
+    /// Lanes that wrote for the same segment log as this one: this registrar before a restart
+    /// (or a warm-up run, or an active-active twin), not another node to take turns with.
+    same_log: std::collections::BTreeSet<String>,
 }
 
 impl Default for Fleet {
@@ -115,6 +118,15 @@ impl Fleet {
         Fleet {
             own,
             lanes: std::collections::BTreeMap::new(),
+            same_log: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
+    /// lanes).
+    pub(super) fn same_log(&mut self, lane: &str) {
+        if lane != self.own && self.same_log.len() < MAX_LANES {
+            self.same_log.insert(lane.to_string());
         }
     }
 
@@ -151,7 +163,9 @@ impl Fleet {
             .lanes
             .iter()
             .filter(|(lane, (at, _))| {
-                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
+                lane.as_str() == self.own
+                    || (now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
+                        && !self.same_log.contains(lane.as_str()))
             })
             .map(|(lane, (_, rt))| (lane.as_str(), *rt))
             .collect();
@@ -354,6 +368,11 @@ mod tests {
         assert_ne!(sa, sc);
         assert_eq!((sa / 200).rem_euclid(3), 0);
         assert_eq!((sc / 200).rem_euclid(3), 2);
+        // A lane that wrote for our own log (our previous run) is not another node.
+        let mut d = a.clone();
+        d.same_log("b");
+        d.same_log("c");
+        assert_eq!(d.next_start(now), None);
         // A lane not seen for a minute no longer counts.
         let later = now + LANE_MEMORY_MS + 5_000;
         a.observe("a", later, 100);
