@@ -163,9 +163,7 @@ impl Fleet {
             .lanes
             .iter()
             .filter(|(lane, (at, _))| {
-                lane.as_str() == self.own
-                    || (now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
-                        && !self.same_log.contains(lane.as_str()))
+                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
             })
             .map(|(lane, (_, rt))| (lane.as_str(), *rt))
             .collect();
@@ -179,23 +177,38 @@ impl Fleet {
     /// The length of a cycle (every lane's slot once), in ms; `None` while not slotted.
     pub(super) fn cycle_ms(&self, now_ms: i64) -> Option<u64> {
         let present = self.present(now_ms);
-        if present.len() < 2 {
+        if !self.others_present(&present) {
             return None;
         }
         Some(fleet_slot(&present).saturating_mul(present.len() as u64))
     }
 
+    /// Whether a lane of another node is present: lanes of this registrar's own log (its run
+    /// before a restart) do not count, so a lone registrar is never slotted.
+    fn others_present(&self, present: &[(&str, u64)]) -> bool {
+        present
+            .iter()
+            .any(|(lane, _)| *lane != self.own && !self.same_log.contains(*lane))
+    }
+
     /// When this lane's next commit may start (ms since the epoch), at or after `now_ms`, with
-    /// the slot length; `None` while no other registrar commits to the table.
+    /// the slot length; `None` while no other registrar commits to the table. Lanes of this
+    /// registrar's own log keep their ranks (the other nodes still count them, for a minute, and
+    /// every node must rank the same lanes), and their slots are this registrar's too.
     pub(super) fn next_start(&self, now_ms: i64) -> Option<(i64, u64)> {
         let present = self.present(now_ms);
-        if present.len() < 2 {
+        if !self.others_present(&present) {
             return None;
         }
-        let rank = present.iter().position(|(l, _)| *l == self.own)?;
         let slot = fleet_slot(&present);
-        tracing::debug!(rank, lanes = present.len(), slot, "fleet slots");
-        Some((next_slot(now_ms, slot, present.len(), rank), slot))
+        tracing::debug!(lanes = present.len(), slot, "fleet slots");
+        present
+            .iter()
+            .enumerate()
+            .filter(|(_, (lane, _))| *lane == self.own || self.same_log.contains(*lane))
+            .map(|(rank, _)| next_slot(now_ms, slot, present.len(), rank))
+            .min()
+            .map(|start| (start, slot))
     }
 }
 
@@ -368,11 +381,20 @@ mod tests {
         assert_ne!(sa, sc);
         assert_eq!((sa / 200).rem_euclid(3), 0);
         assert_eq!((sc / 200).rem_euclid(3), 2);
-        // A lane that wrote for our own log (our previous run) is not another node.
+        // A lane that wrote for our own log (our previous run) is not another node...
         let mut d = a.clone();
         d.same_log("b");
         d.same_log("c");
         assert_eq!(d.next_start(now), None);
+        // ... but keeps its rank among other nodes' lanes, and its slots are ours too.
+        let mut e = a.clone();
+        e.same_log("b");
+        let (se, _) = e.next_start(now).expect("slotted: c is another node");
+        assert!(se <= sa);
+        assert!(
+            [0, 1].contains(&(se / 200).rem_euclid(3)),
+            "a's or b's slot"
+        );
         // A lane not seen for a minute no longer counts.
         let later = now + LANE_MEMORY_MS + 5_000;
         a.observe("a", later, 100);
