@@ -201,7 +201,6 @@ impl Fleet {
             return None;
         }
         let slot = fleet_slot(&present);
-        tracing::debug!(lanes = present.len(), slot, "fleet slots");
         present
             .iter()
             .enumerate()
