@@ -265,7 +265,7 @@ async fn run(args: Args) -> Result<(), Error> {
         let sink = registrar.id.clone();
         tracing::info!(
             sink = %registrar.id,
-            catalog = %thadam_iceberg::catalog::redacted_url(&registrar.catalog_uri),
+            catalog = %registrar.catalog_uri,
             "starting"
         );
         let feed = Box::new(SegmentLogTail::open(&registrar.source.catalog));

@@ -228,7 +228,7 @@ pub async fn connect(config: &RegistrarConfig) -> Result<RestClient> {
 }
 
 /// The catalog HTTP client of a config: its CA file and client certificate.
-fn catalog_http(config: &RegistrarConfig) -> Result<reqwest::Client> {
+pub(crate) fn catalog_http(config: &RegistrarConfig) -> Result<reqwest::Client> {
     let identity = config.catalog_client_identity.as_ref();
     catalog_http_client(&TlsSettings {
         ca_file: config.catalog_ca_file.as_deref(),
@@ -276,7 +276,8 @@ impl CatalogTokens {
     }
 }
 
-async fn connect_with(
+/// `GET /v1/config` with the tokens of `tokens` (see [`connect`]).
+pub(crate) async fn connect_with(
     config: &RegistrarConfig,
     http: reqwest::Client,
     tokens: SharedTokenSource,

@@ -271,7 +271,10 @@ fn full_config_parses_into_typed_values() {
     assert_eq!(r.id, "iceberg");
     assert_eq!(r.from, "local");
     assert_eq!(r.pipeline, "edge-capture");
-    assert_eq!(r.catalog_uri.as_str(), "https://iceberg-rest:8181/");
+    assert_eq!(
+        r.catalog_uri.expose().as_str(),
+        "https://iceberg-rest:8181/"
+    );
     assert_eq!(r.catalog_ca_file, Some(base.join("tls/ca.pem")));
     assert_eq!(r.catalog_auth, CatalogAuth::Token(Secret::new(TOKEN)));
     let identity = r.catalog_client_identity.expect("client identity");
@@ -622,7 +625,7 @@ fn rule08_catalog_credential_fields() {
     assert_eq!(c.client_secret.expose(), CLIENT_SECRET);
     assert_eq!(c.scope, "catalog");
     assert_eq!(
-        c.oauth2_server_uri.as_str(),
+        c.oauth2_server_uri.expose().as_str(),
         "https://iceberg-rest:8181/v1/oauth/tokens"
     );
 
@@ -633,7 +636,10 @@ fn rule08_catalog_credential_fields() {
         panic!("credential expected")
     };
     assert_eq!(c.scope, "PRINCIPAL_ROLE:ALL");
-    assert_eq!(c.oauth2_server_uri.as_str(), "https://auth.example/token");
+    assert_eq!(
+        c.oauth2_server_uri.expose().as_str(),
+        "https://auth.example/token"
+    );
 
     // The default endpoint keeps a catalog path prefix and drops its trailing slash.
     let mut doc = with_credential("{client_id: thadam, client_secret: s}");
@@ -642,7 +648,7 @@ fn rule08_catalog_credential_fields() {
         panic!()
     };
     assert_eq!(
-        c.oauth2_server_uri.as_str(),
+        c.oauth2_server_uri.expose().as_str(),
         "https://host/catalog/v1/oauth/tokens"
     );
 
@@ -821,6 +827,44 @@ fn rule13_store_endpoint_http_and_key_pairs() {
     assert_eq!(
         r.store.endpoint.map(String::from).as_deref(),
         Some("https://s3.example/")
+    );
+}
+
+#[test]
+fn rule13_store_credentials_is_static_unless_instance_metadata_is_asked_for() {
+    use thadam_iceberg::config::StoreCredentials;
+    let fx = Fixture::new();
+    assert_eq!(
+        fx.load_ok(&base()).store.credentials,
+        StoreCredentials::Static
+    );
+    let keyless = |d: &mut Value| {
+        remove(d, &reg("store/access_key_id"));
+        remove(d, &reg("store/secret_access_key"));
+    };
+    // No keys and nothing asked for: valid (access comes from the catalog), still static.
+    let r = fx.load_ok(&edited(keyless));
+    assert_eq!(r.store.credentials, StoreCredentials::Static);
+    let r = fx.load_ok(&edited(|d| {
+        keyless(d);
+        set(d, &reg("store/credentials"), "static");
+    }));
+    assert_eq!(r.store.credentials, StoreCredentials::Static);
+    let r = fx.load_ok(&edited(|d| {
+        keyless(d);
+        set(d, &reg("store/credentials"), "instance_metadata");
+    }));
+    assert_eq!(r.store.credentials, StoreCredentials::InstanceMetadata);
+    fx.fails(
+        &edited(|d| set(d, &reg("store/credentials"), "instance_metadata")),
+        &["config.store.credentials", "access_key_id"],
+    );
+    fx.fails(
+        &edited(|d| {
+            keyless(d);
+            set(d, &reg("store/credentials"), "environment");
+        }),
+        &["config.store.credentials", "static", "instance_metadata"],
     );
 }
 

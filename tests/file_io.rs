@@ -10,10 +10,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use iceberg::io::FileIO;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::config::{Secret, StoreConfig};
+use thadam_iceberg::config::{Secret, StoreConfig, StoreCredentials};
 use thadam_iceberg::io::clients::S3Clients;
 use thadam_iceberg::io::file_io::{file_io_props, table_file_io};
-use thadam_iceberg::io::store::{S3Access, S3Keys, classify_iceberg_io};
+use thadam_iceberg::io::store::{S3Access, S3Credentials, S3Keys, classify_iceberg_io};
 
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -34,6 +34,7 @@ fn store(secret: &str) -> StoreConfig {
         allow_http: true,
         access_key_id: Some(Secret::new(var("THADAM_TEST_S3_ACCESS_KEY"))),
         secret_access_key: Some(Secret::new(secret)),
+        credentials: StoreCredentials::Static,
     }
 }
 
@@ -53,11 +54,11 @@ fn file_io(store: &StoreConfig, vended: Option<&S3Access>) -> FileIO {
 
 fn vended(secret: &str) -> S3Access {
     S3Access {
-        keys: S3Keys {
+        credentials: S3Credentials::Keys(S3Keys {
             access_key_id: Secret::new(var("THADAM_TEST_S3_ACCESS_KEY")),
             secret_access_key: Secret::new(secret),
             session_token: None,
-        },
+        }),
         endpoint: None,
         region: None,
         path_style: None,
@@ -232,4 +233,193 @@ async fn the_file_io_signs_with_the_keys_vended_for_the_table() {
         .delete(&path)
         .await
         .expect("clean up");
+}
+
+/// A remote signer in-process: signs each request it is asked about with the S3 server's keys
+/// (object_store's own SigV4 code, unsigned payload, as a catalog's signer does), counting the
+/// methods, or refuses everything.
+#[derive(Debug, Default)]
+struct KeySigner {
+    refuse: bool,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl thadam_iceberg::io::signer::RequestSigner for KeySigner {
+    async fn sign(
+        &self,
+        request: &thadam_iceberg::io::signer::SignRequest,
+    ) -> thadam_iceberg::Result<thadam_iceberg::io::signer::Signed> {
+        self.asked
+            .lock()
+            .expect("asked")
+            .push(format!("{} {}", request.method, request.uri));
+        if self.refuse {
+            return Err(thadam_iceberg::Error::auth_failed(
+                "the test signer refuses to sign",
+            ));
+        }
+        let mut http = http::Request::builder()
+            .method(request.method.as_str())
+            .uri(request.uri.as_str());
+        for (name, values) in &request.headers {
+            for value in values {
+                http = http.header(name.as_str(), value.as_str());
+            }
+        }
+        let mut http = http
+            .body(object_store::client::HttpRequestBody::empty())
+            .expect("request");
+        let credential = object_store::aws::AwsCredential {
+            key_id: var("THADAM_TEST_S3_ACCESS_KEY"),
+            secret_key: var("THADAM_TEST_S3_SECRET_KEY"),
+            token: None,
+        };
+        object_store::aws::AwsAuthorizer::new(&credential, "s3", &request.region)
+            .with_sign_payload(false)
+            .authorize(&mut http, None);
+        let mut headers: Vec<(String, Vec<String>)> = Vec::new();
+        for (name, value) in http.headers() {
+            headers.push((
+                name.as_str().to_string(),
+                vec![value.to_str().expect("text").to_string()],
+            ));
+        }
+        Ok(thadam_iceberg::io::signer::Signed {
+            uri: request.uri.clone(),
+            headers,
+        })
+    }
+}
+
+fn keyless_store() -> StoreConfig {
+    StoreConfig {
+        access_key_id: None,
+        secret_access_key: None,
+        ..right_store()
+    }
+}
+
+fn signing(signer: &Arc<KeySigner>) -> S3Access {
+    S3Access {
+        credentials: S3Credentials::Signer(thadam_iceberg::io::signer::SharedSigner(Arc::clone(
+            signer,
+        )
+            as Arc<dyn thadam_iceberg::io::signer::RequestSigner>)),
+        endpoint: None,
+        region: None,
+        path_style: None,
+    }
+}
+
+#[tokio::test]
+async fn a_remote_signer_signs_every_request_and_no_store_key_is_needed() {
+    let signer = Arc::new(KeySigner::default());
+    let io = file_io(&keyless_store(), Some(&signing(&signer)));
+    let base = prefix("signed");
+    let small = format!("{base}/metadata/v1.metadata.json");
+    io.new_output(&small)
+        .expect("output")
+        .write(Bytes::from_static(b"{\"format-version\":2}"))
+        .await
+        .expect("a signed PUT");
+    let input = io.new_input(&small).expect("input");
+    assert_eq!(input.metadata().await.expect("a signed HEAD").size, 20);
+    assert_eq!(
+        &input
+            .reader()
+            .await
+            .expect("reader")
+            .read(2..16)
+            .await
+            .expect("a signed range")[..],
+        b"format-version"
+    );
+    // A multipart upload: initiate, parts, complete, each signed.
+    let big = format!("{base}/metadata/snap-1.avro");
+    let mut writer = io
+        .new_output(&big)
+        .expect("output")
+        .writer()
+        .await
+        .expect("writer");
+    let chunk = Bytes::from(vec![7u8; 6 * 1024 * 1024]);
+    writer.write(chunk.clone()).await.expect("part");
+    writer.write(chunk).await.expect("part");
+    writer.close().await.expect("a signed multipart upload");
+    assert_eq!(
+        io.new_input(&big)
+            .expect("input")
+            .metadata()
+            .await
+            .expect("head")
+            .size,
+        12 * 1024 * 1024
+    );
+    io.delete(&small).await.expect("a signed DELETE");
+    io.delete(&big).await.expect("a signed DELETE");
+    let asked = signer.asked.lock().expect("asked").clone();
+    for method in ["PUT ", "HEAD ", "GET ", "POST ", "DELETE "] {
+        assert!(
+            asked.iter().any(|a| a.starts_with(method)),
+            "no {method}in {asked:?}"
+        );
+    }
+    assert!(
+        asked.iter().any(|a| a.contains("?uploads")),
+        "the multipart upload was signed: {asked:?}"
+    );
+
+    // A signer that refuses: auth.failed, by type, through the FileIO.
+    let refusing = Arc::new(KeySigner {
+        refuse: true,
+        ..Default::default()
+    });
+    let io = file_io(&keyless_store(), Some(&signing(&refusing)));
+    let err = io
+        .new_output(format!("{base}/metadata/refused.avro"))
+        .expect("output")
+        .write(Bytes::from_static(b"x"))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        classify_iceberg_io(&err),
+        Some(ErrorCode::AuthFailed),
+        "{err:?}"
+    );
+    assert_eq!(
+        refusing.asked.lock().expect("asked").len(),
+        1,
+        "asked once, not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_store_without_keys_and_nothing_from_the_catalog_fails_at_once_naming_the_keys() {
+    let io = file_io(&keyless_store(), None);
+    let started = std::time::Instant::now();
+    let err = io
+        .new_input(format!("{}/metadata/v1.metadata.json", prefix("nokeys")))
+        .expect("input")
+        .read()
+        .await
+        .expect_err("no credentials");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "fast"
+    );
+    assert_eq!(
+        classify_iceberg_io(&err),
+        Some(ErrorCode::AuthFailed),
+        "{err:?}"
+    );
+    let text = format!("{err:?}");
+    for named in [
+        "store.access_key_id",
+        "store.secret_access_key",
+        "store.credentials: instance_metadata",
+        "remote-signing",
+    ] {
+        assert!(text.contains(named), "{named} not in {text}");
+    }
 }

@@ -716,6 +716,30 @@ async fn check_passes_a_good_config_and_names_each_failing_check() {
         }
     }
 
+    // No segment catalog yet (the parquet sink has not run): nothing could be read, so `warn`
+    // saying so, never `ok`, and not a failure (exit 0).
+    let fresh = h.dir.path().join("no-log-yet");
+    let yaml = std::fs::read_to_string(Yaml::good(&h).write(&h, "no-log-yet.yaml"))
+        .expect("read config")
+        .replace(
+            &format!("dir: {}", h.dir.path().display()),
+            &format!("dir: {}", fresh.display()),
+        );
+    let path = h.dir.path().join("no-log-yet.yaml");
+    std::fs::write(&path, yaml).expect("write config");
+    let (code, stdout, stderr) = check(path).await;
+    assert_eq!(code, 0, "a warn is not a failure:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("warn [iceberg] segment catalog readable: not known: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("does not exist yet"), "{stdout}");
+    assert!(
+        !stdout.contains("ok   [iceberg] segment catalog"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("could not tell"), "{stdout}");
+
     // Broken ones: each names its failing check, and only that one.
     let closed = format!("http://127.0.0.1:{}", reserve_port());
     let missing_bucket = unique("nobucket").replace('_', "-");

@@ -210,12 +210,24 @@ async fn table_location_catalog_creates_where_the_catalog_says_with_the_files_fi
     );
     assert_eq!(h.config.table_location, TableLocation::Catalog);
     let front = LocationFront::start(&h.env.catalog_uri, namespace_dir(&h)).await;
+    let via = config_file_via(&h, &front.uri, "via.yaml");
+
+    // --check before the namespace exists cannot ask the catalog whether (and where) it would
+    // create the table: warn, never ok.
+    let (verdict, line) = table_line(&via).await;
+    assert_eq!(verdict, Verdict::CannotTell, "{line}");
+    assert!(line.starts_with("warn "), "{line}");
+    assert!(
+        line.contains("cannot be asked before the namespace exists"),
+        "{line}"
+    );
+
     h.client()
         .await
         .ensure_namespace(&h.namespace)
         .await
         .expect("namespace");
-    let (verdict, line) = table_line(&config_file_via(&h, &front.uri, "via.yaml")).await;
+    let (verdict, line) = table_line(&via).await;
     assert_eq!(verdict, Verdict::Ok, "{line}");
     assert!(line.contains("would create it at"), "{line}");
 

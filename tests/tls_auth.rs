@@ -16,6 +16,7 @@ use common::{Harness, data_files, read_all, row_count, unique};
 use thadam_iceberg::config::{
     CatalogAuth, ClientAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
 };
+use thadam_iceberg::ops::check::{CheckLine, CheckReport, Verdict, check_registrar};
 use thadam_iceberg::{Error, ErrorCode, Registrar};
 
 /// Hang guard for a start that must fail: a fatal error returns at once, a retried one never.
@@ -549,6 +550,82 @@ async fn a_credential_refused_at_renewal_stops_the_registrar() {
     assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
     assert!(err.to_string().contains("invalid_client"), "{err}");
     assert_no_secret(&[secret], &[("the error", &err.to_string())]);
+}
+
+/// `--check` with `catalog_credential`: the token is exchanged once, and when the token endpoint
+/// gives none the catalog is not asked, so "catalog reachable" says `warn` (not known), never
+/// `ok`, and "auth accepted" fails with the token endpoint's error (the endpoint's query string
+/// redacted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refused() {
+    let client_id = unique("thadam");
+    let secret = unique("client-secret");
+    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
+    let h = Harness::new("check_token");
+    let line = |report: &CheckReport, check: &str| -> CheckLine {
+        report
+            .lines
+            .iter()
+            .find(|l| l.check == check)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {check:?} line in:\n{report}"))
+    };
+
+    // The right secret: one exchange, then the catalog is asked with that token.
+    let good = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
+    });
+    let mut report = CheckReport::default();
+    check_registrar(&good, &mut report).await;
+    assert_eq!(
+        line(&report, "catalog reachable").verdict,
+        Verdict::Ok,
+        "{report}"
+    );
+    assert_eq!(
+        line(&report, "auth accepted").verdict,
+        Verdict::Ok,
+        "{report}"
+    );
+    assert_eq!(mock.exchanges(), 1, "one exchange:\n{report}");
+    assert!(mock.forwarded() >= 1, "the catalog was asked:\n{report}");
+
+    // A wrong secret, and a key in the token endpoint's query string: refused at the token
+    // endpoint, and the catalog is never asked.
+    let forwarded = mock.forwarded();
+    let wrong = unique("wrong-secret");
+    let key = unique("query-key");
+    let refused = secured(&h, &mock.uri, |c| {
+        c.catalog_auth = credential(
+            &client_id,
+            &wrong,
+            &format!("{}?key={key}", mock.token_uri()),
+        );
+    });
+    let mut report = CheckReport::default();
+    check_registrar(&refused, &mut report).await;
+    let reachable = line(&report, "catalog reachable");
+    assert_eq!(reachable.verdict, Verdict::CannotTell, "{report}");
+    assert!(reachable.to_string().starts_with("warn "), "{report}");
+    assert!(reachable.detail.contains("was not asked"), "{report}");
+    let auth = line(&report, "auth accepted");
+    assert_eq!(
+        auth.verdict,
+        Verdict::Fail(ErrorCode::AuthFailed),
+        "{report}"
+    );
+    assert!(auth.detail.contains("invalid_client"), "{report}");
+    assert!(
+        auth.detail.contains(&format!("{}/token", mock.uri)),
+        "the endpoint, redacted:\n{report}"
+    );
+    assert_eq!(report.first_failure(), Some(ErrorCode::AuthFailed));
+    assert_eq!(mock.forwarded(), forwarded, "the catalog was not asked");
+    assert_eq!(mock.exchanges(), 1, "no token was issued");
+    assert_no_secret(
+        &[wrong, secret, key],
+        &[("the report", &report.to_string())],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -358,3 +358,160 @@ async fn credentials_refused_again_after_a_reload_stop_the_registrar_with_auth_f
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(common::data_files(&table).await.len(), 1);
 }
+
+/// Watches this process's own sockets (TCP and UDP, v4 and v6, from `/proc`) while it runs and
+/// records every peer that is not loopback: proof that nothing asked the instance metadata
+/// service (169.254.169.254) or any other address.
+struct PeerWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl PeerWatch {
+    fn start() -> PeerWatch {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                for peer in foreign_peers() {
+                    if !seen.contains(&peer) {
+                        seen.push(peer);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            seen
+        });
+        PeerWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The non-loopback peers seen.
+    fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread
+            .take()
+            .map(|t| t.join().expect("watcher"))
+            .unwrap_or_default()
+    }
+}
+
+/// The remote addresses of this process's sockets that are neither loopback nor unset.
+fn foreign_peers() -> Vec<String> {
+    let mut inodes = std::collections::HashSet::new();
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        for fd in fds.flatten() {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                let target = target.to_string_lossy().to_string();
+                if let Some(inode) = target
+                    .strip_prefix("socket:[")
+                    .and_then(|t| t.strip_suffix(']'))
+                {
+                    inodes.insert(inode.to_string());
+                }
+            }
+        }
+    }
+    let mut peers = Vec::new();
+    for table in ["tcp", "tcp6", "udp", "udp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/self/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(remote), Some(inode)) = (fields.get(2), fields.get(9)) else {
+                continue;
+            };
+            if !inodes.contains(*inode) {
+                continue;
+            }
+            let ip = remote.split(':').next().unwrap_or_default();
+            let allowed = [
+                "00000000",
+                "0100007F",
+                "00000000000000000000000000000000",
+                "00000000000000000000000001000000",
+                "0000000000000000FFFF00000100007F",
+            ];
+            if !allowed.contains(&ip) {
+                peers.push(format!("{table} {remote}"));
+            }
+        }
+    }
+    peers
+}
+
+/// A registrar whose `store` has no keys, against the REST fixture (which vends nothing): stops
+/// with `auth.failed` at once, naming the keys, before any S3 request; no address but loopback
+/// is ever reached (no instance metadata service).
+async fn assert_keyless_stops_at_once(h: &Harness, what: &str) {
+    let mut config = h.config.clone();
+    config.store.access_key_id = None;
+    config.store.secret_access_key = None;
+    let watch = PeerWatch::start();
+    let started = std::time::Instant::now();
+    let handle = h.start_with(config, Default::default()).await;
+    let err = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .expect("the registrar stopped in time (hang guard)")
+        .expect_err("a keyless store with nothing from the catalog stops the registrar");
+    let took = started.elapsed();
+    let foreign = watch.finish();
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{what}: {err}");
+    let text = err.to_string();
+    for named in [
+        "store.access_key_id",
+        "store.secret_access_key",
+        "store.credentials: instance_metadata",
+        "X-Iceberg-Access-Delegation",
+        "s3.remote-signing-enabled",
+    ] {
+        assert!(text.contains(named), "{what}: {named} not in {text}");
+    }
+    assert!(
+        text.contains(&format!("{}.telemetry", h.namespace.join("."))),
+        "{what}: {text}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "{what}: stopped after {took:?}"
+    );
+    assert!(
+        foreign.is_empty(),
+        "{what}: the registrar reached addresses other than loopback: {foreign:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_without_keys_stops_at_once_when_the_catalog_vends_nothing() {
+    assert_no_ambient_aws();
+    {
+        // The watcher sees a socket aimed at the metadata service (a connected UDP socket
+        // sends nothing).
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind");
+        probe.connect("169.254.169.254:80").expect("connect");
+        let peers = foreign_peers();
+        assert!(
+            peers.iter().any(|p| p.contains("FEA9FEA9:0050")),
+            "the watcher misses {peers:?}"
+        );
+    }
+    // The table exists (created with keys); the fixture vends nothing for it.
+    let (h, _) = table_with_backlog("vendnone", 1).await;
+    assert_keyless_stops_at_once(&h, "existing table").await;
+    let table = h.table("telemetry").await.expect("table");
+    assert_eq!(
+        common::data_files(&table).await.len(),
+        1,
+        "nothing more registered"
+    );
+
+    // A table that does not exist yet cannot be created without store credentials.
+    let mut h = Harness::new("vendnew");
+    h.ship_telemetry(0, 10).await;
+    assert_keyless_stops_at_once(&h, "absent table").await;
+    assert!(h.table("telemetry").await.is_none(), "nothing was created");
+}

@@ -15,8 +15,18 @@
 //! reload the table for fresh ones: shortly before they expire ([`renew_at_ms`]) and once after
 //! S3 refuses them ([`on_refusal`]).
 //!
+//! **Remote signing** (the REST "S3 signer" protocol; Nessie by default, Gravitino,
+//! Lakekeeper): instead of keys, the table's config says `s3.remote-signing-enabled: true`, with
+//! the signer at `s3.signer.uri` (default: the catalog URI) and `s3.signer.endpoint` (default
+//! `v1/aws/s3/sign`); the table's config overrides the catalog's `GET /v1/config` (defaults, then
+//! overrides), as Java merges them ([`SignerTarget::from_config`]). The signer `catalog::signer`
+//! builds for it is kept in the same [`TableAccess`] and used where no vended keys apply: keys
+//! are used when the catalog gives both (no round trip per request). A signer has no expiry we
+//! can see; a refusal is handled like one of vended keys (one reload, then `auth.failed`).
+//!
 //! Every secret is a [`Secret`]; the `Debug` of these types shows prefixes, expiry and endpoint,
-//! never a key, a secret or a token (object_store's own static provider would print the key id).
+//! never a key, a secret or a token (object_store's own static provider would print the key id),
+//! nor the signer's endpoint path (Nessie's carries a signed grant).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -26,7 +36,8 @@ use object_store::ObjectStore;
 
 use crate::config::{Secret, StoreConfig};
 use crate::error::Result;
-use crate::io::store::{S3Access, S3Keys};
+use crate::io::signer::{RequestSigner, SharedSigner};
+use crate::io::store::{S3Access, S3Credentials, S3Keys};
 
 /// The `config` / `storage-credentials` keys of vended S3 credentials.
 pub const ACCESS_KEY_ID: &str = "s3.access-key-id";
@@ -37,13 +48,86 @@ pub const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
 /// The longest renewal margin: credentials are renewed at most this long before they expire.
 pub const MAX_RENEWAL_MARGIN_MS: i64 = 5 * 60 * 1000;
 
-/// One set of vended S3 credentials.
+/// The config keys of remote signing (Iceberg's `S3FileIOProperties` and the REST signer's).
+pub const REMOTE_SIGNING_ENABLED: &str = "s3.remote-signing-enabled";
+pub const SIGNER_URI: &str = "s3.signer.uri";
+pub const SIGNER_ENDPOINT: &str = "s3.signer.endpoint";
+/// The signer endpoint when the catalog names none (the protocol's path).
+pub const DEFAULT_SIGNER_ENDPOINT: &str = "v1/aws/s3/sign";
+
+/// Where a table's S3 requests are signed, as the catalog said.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SignerTarget {
+    /// `s3.signer.uri`; `None`: the catalog URI.
+    pub uri: Option<String>,
+    /// `s3.signer.endpoint`: a path under the URI, or a full `http(s)://` URL.
+    pub endpoint: String,
+}
+
+impl std::fmt::Debug for SignerTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The endpoint path may be a grant (Nessie signs its parameters into it).
+        f.debug_struct("SignerTarget")
+            .field("uri", &self.uri)
+            .field("endpoint", &"***")
+            .finish()
+    }
+}
+
+impl SignerTarget {
+    /// Remote signing as the table's `config` says, over the catalog's (`GET /v1/config`
+    /// defaults and overrides, merged); `None` unless `s3.remote-signing-enabled` is true.
+    pub fn from_config(
+        catalog: &HashMap<String, String>,
+        table: &HashMap<String, String>,
+    ) -> Option<SignerTarget> {
+        let get = |key: &str| {
+            table
+                .get(key)
+                .or_else(|| catalog.get(key))
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+        };
+        if !get(REMOTE_SIGNING_ENABLED).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        Some(SignerTarget {
+            uri: get(SIGNER_URI).map(str::to_string),
+            endpoint: get(SIGNER_ENDPOINT)
+                .unwrap_or(DEFAULT_SIGNER_ENDPOINT)
+                .to_string(),
+        })
+    }
+
+    /// The signer's URL: the endpoint alone when it is a full URL, else
+    /// `{uri without trailing /}/{endpoint without leading /}`, `uri` defaulting to
+    /// `catalog_uri` (Java's `RESTUtil.resolveEndpoint`). The endpoint is taken as the catalog
+    /// wrote it: Nessie's is already percent-encoded.
+    pub fn url(&self, catalog_uri: &str) -> String {
+        let endpoint = self.endpoint.as_str();
+        if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
+            return endpoint.to_string();
+        }
+        let base = self.uri.as_deref().unwrap_or(catalog_uri);
+        format!(
+            "{}/{}",
+            base.trim_end_matches('/'),
+            endpoint.trim_start_matches('/')
+        )
+    }
+}
+
+/// Makes the signer for a table's [`SignerTarget`] (the catalog client's, over its own HTTP
+/// client and authentication).
+pub type MakeSigner<'a> = &'a dyn Fn(&SignerTarget) -> Arc<dyn RequestSigner>;
+
+/// One set of vended S3 credentials, or the table's remote signer.
 pub struct VendedCredentials {
-    /// The `storage-credentials` prefix they are for; `None` for those of the table's `config`,
-    /// which apply wherever no prefix matches.
+    /// The `storage-credentials` prefix they are for; `None` for those of the table's `config`
+    /// (and for the signer), which apply wherever no prefix matches.
     prefix: Option<String>,
-    /// The keys, and what the catalog says about the endpoint, region and path-style (the
-    /// `store` section's settings win), as io takes them.
+    /// The keys or the signer, and what the catalog says about the endpoint, region and
+    /// path-style (the `store` section's settings win), as io takes them.
     s3: S3Access,
     /// `s3.session-token-expires-at-ms`, when the catalog said.
     expires_at_ms: Option<i64>,
@@ -54,13 +138,20 @@ pub struct VendedCredentials {
 
 impl std::fmt::Debug for VendedCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (keys, session_token, signer) = match &self.s3.credentials {
+            S3Credentials::Keys(keys) => (
+                Some("***"),
+                keys.session_token.as_ref().map(|_| "***"),
+                None,
+            ),
+            S3Credentials::Signer(signer) => (None, None, Some(signer)),
+            S3Credentials::InstanceMetadata | S3Credentials::Missing => (None, None, None),
+        };
         f.debug_struct("VendedCredentials")
             .field("prefix", &self.prefix)
-            .field("keys", &"***")
-            .field(
-                "session_token",
-                &self.s3.keys.session_token.as_ref().map(|_| "***"),
-            )
+            .field("keys", &keys)
+            .field("session_token", &session_token)
+            .field("signer", &signer)
             .field("expires_at_ms", &self.expires_at_ms)
             .field("endpoint", &self.s3.endpoint)
             .field("region", &self.s3.region)
@@ -86,14 +177,14 @@ impl VendedCredentials {
         Some(VendedCredentials {
             prefix,
             s3: S3Access {
-                keys: S3Keys {
+                credentials: S3Credentials::Keys(S3Keys {
                     access_key_id: Secret::new(id.clone()),
                     secret_access_key: Secret::new(secret.clone()),
                     session_token: config
                         .get(SESSION_TOKEN)
                         .filter(|v| !v.is_empty())
                         .map(|t| Secret::new(t.clone())),
-                },
+                }),
                 endpoint: config.get("s3.endpoint").cloned().filter(|v| !v.is_empty()),
                 region: config.get("s3.region").cloned().filter(|v| !v.is_empty()),
                 path_style: config
@@ -105,9 +196,41 @@ impl VendedCredentials {
         })
     }
 
-    /// The keys and placement, for the FileIO and footer reads of the table's objects.
+    /// The signer for remote signing, with what the catalog's config and the table's say of
+    /// placement (the table's wins; `client.region` over `s3.region`, as iceberg reads them).
+    fn signing(
+        signer: Arc<dyn RequestSigner>,
+        catalog: &HashMap<String, String>,
+        table: &HashMap<String, String>,
+    ) -> Self {
+        let get = |key: &str| {
+            table
+                .get(key)
+                .or_else(|| catalog.get(key))
+                .filter(|v| !v.is_empty())
+                .cloned()
+        };
+        VendedCredentials {
+            prefix: None,
+            s3: S3Access {
+                credentials: S3Credentials::Signer(SharedSigner(signer)),
+                endpoint: get("s3.endpoint"),
+                region: get("client.region").or_else(|| get("s3.region")),
+                path_style: get("s3.path-style-access").map(|v| v.eq_ignore_ascii_case("true")),
+            },
+            expires_at_ms: None,
+            footer_store: OnceLock::new(),
+        }
+    }
+
+    /// The keys or signer and placement, for the FileIO and footer reads of the table's objects.
     pub fn s3(&self) -> &S3Access {
         &self.s3
+    }
+
+    /// Whether these are the table's remote signer rather than keys.
+    pub fn is_remote_signing(&self) -> bool {
+        matches!(self.s3.credentials, S3Credentials::Signer(_))
     }
 
     pub fn expires_at_ms(&self) -> Option<i64> {
@@ -135,6 +258,8 @@ pub struct TableAccess {
     prefixed: Vec<VendedCredentials>,
     /// From the table's `config`.
     fallback: Option<VendedCredentials>,
+    /// Remote signing, where no keys apply.
+    signing: Option<VendedCredentials>,
 }
 
 impl std::fmt::Debug for TableAccess {
@@ -144,15 +269,20 @@ impl std::fmt::Debug for TableAccess {
             .field("loaded_at_ms", &self.loaded_at_ms)
             .field("prefixed", &self.prefixed)
             .field("fallback", &self.fallback)
+            .field("signing", &self.signing)
             .finish()
     }
 }
 
 impl TableAccess {
-    /// The vended credentials of a `loadTable` answer, `None` when it vended none.
+    /// What a `loadTable` answer gives for the table's objects (vended credentials, remote
+    /// signing, or both), `None` when it gives nothing. `catalog_config` is `GET /v1/config`'s
+    /// (remote signing may be switched on there); `make_signer` makes the table's signer.
     pub fn from_load(
         storage_credentials: Option<&[StorageCredential]>,
         config: &HashMap<String, String>,
+        catalog_config: &HashMap<String, String>,
+        make_signer: MakeSigner<'_>,
         generation: u64,
         loaded_at_ms: i64,
     ) -> Option<TableAccess> {
@@ -162,7 +292,9 @@ impl TableAccess {
             .filter_map(|c| VendedCredentials::from_config(Some(c.prefix.clone()), &c.config))
             .collect();
         let fallback = VendedCredentials::from_config(None, config);
-        if prefixed.is_empty() && fallback.is_none() {
+        let signing = SignerTarget::from_config(catalog_config, config)
+            .map(|target| VendedCredentials::signing(make_signer(&target), catalog_config, config));
+        if prefixed.is_empty() && fallback.is_none() && signing.is_none() {
             return None;
         }
         Some(TableAccess {
@@ -170,6 +302,7 @@ impl TableAccess {
             loaded_at_ms,
             prefixed,
             fallback,
+            signing,
         })
     }
 
@@ -177,8 +310,13 @@ impl TableAccess {
         self.generation
     }
 
+    /// Whether the catalog gave remote signing for the table (used where no keys apply).
+    pub fn has_remote_signing(&self) -> bool {
+        self.signing.is_some()
+    }
+
     /// The credentials for an object or location URI: the `storage-credentials` entry with the
-    /// longest prefix of it, else those of `config`.
+    /// longest prefix of it, else those of `config`, else the remote signer.
     pub fn for_uri(&self, uri: &str) -> Option<&VendedCredentials> {
         let prefixes: Vec<&str> = self
             .prefixed
@@ -187,7 +325,7 @@ impl TableAccess {
             .collect();
         match longest_prefix(&prefixes, uri) {
             Some(i) => self.prefixed.get(i),
-            None => self.fallback.as_ref(),
+            None => self.fallback.as_ref().or(self.signing.as_ref()),
         }
     }
 
@@ -268,6 +406,150 @@ pub fn on_refusal(failed: u64, current: u64, reloaded_for_refusal: Option<u64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::signer::{SignRequest, Signed};
+
+    /// A signer that is never asked (these tests only route to it).
+    #[derive(Debug)]
+    struct NeverAsked;
+
+    #[async_trait::async_trait]
+    impl RequestSigner for NeverAsked {
+        async fn sign(&self, _: &SignRequest) -> Result<Signed> {
+            Err(crate::error::Error::internal("not in these tests"))
+        }
+    }
+
+    fn never(_: &SignerTarget) -> Arc<dyn RequestSigner> {
+        Arc::new(NeverAsked)
+    }
+
+    /// `from_load` with no catalog config, loaded at 0.
+    fn load(
+        sc: Option<&[StorageCredential]>,
+        config: &HashMap<String, String>,
+        generation: u64,
+    ) -> Option<TableAccess> {
+        TableAccess::from_load(sc, config, &HashMap::new(), &never, generation, 0)
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn remote_signing_is_read_from_the_table_config_over_the_catalog_s() {
+        let catalog = map(&[
+            (REMOTE_SIGNING_ENABLED, "true"),
+            (SIGNER_URI, "http://cat/"),
+        ]);
+        // The catalog switches it on; the table names its own endpoint.
+        let t = SignerTarget::from_config(&catalog, &map(&[(SIGNER_ENDPOINT, "v1/x/s3sign/abc")]))
+            .expect("on");
+        assert_eq!(t.url("http://unused"), "http://cat/v1/x/s3sign/abc");
+        // The table switches it off.
+        assert!(
+            SignerTarget::from_config(&catalog, &map(&[(REMOTE_SIGNING_ENABLED, "false")]))
+                .is_none()
+        );
+        assert!(SignerTarget::from_config(&HashMap::new(), &HashMap::new()).is_none());
+        // Defaults: the catalog URI and the protocol's path.
+        let t =
+            SignerTarget::from_config(&HashMap::new(), &map(&[(REMOTE_SIGNING_ENABLED, "TRUE")]))
+                .expect("on");
+        assert_eq!(
+            t.url("https://cat.example/api/"),
+            "https://cat.example/api/v1/aws/s3/sign"
+        );
+        // Nessie's: a base with a trailing slash, an encoded path kept as is.
+        let t = SignerTarget {
+            uri: Some("http://127.0.0.1:1/iceberg/".into()),
+            endpoint: "/v1/main%7Cwh/s3sign/H4sI_x-y".into(),
+        };
+        assert_eq!(
+            t.url("http://unused"),
+            "http://127.0.0.1:1/iceberg/v1/main%7Cwh/s3sign/H4sI_x-y"
+        );
+        // A full URL stands alone.
+        let t = SignerTarget {
+            uri: Some("http://ignored".into()),
+            endpoint: "https://signer.example/sign".into(),
+        };
+        assert_eq!(t.url("http://unused"), "https://signer.example/sign");
+        assert!(!format!("{t:?}").contains("signer.example/sign"));
+    }
+
+    #[test]
+    fn vended_keys_win_over_the_signer_which_applies_where_no_keys_do() {
+        let signing = map(&[
+            (REMOTE_SIGNING_ENABLED, "true"),
+            (SIGNER_ENDPOINT, "v1/main/s3sign/GRANT-123"),
+            ("client.region", "eu-north-1"),
+            ("s3.region", "us-west-2"),
+            ("s3.endpoint", "http://s3.local"),
+        ]);
+        let access = load(None, &signing, 3).expect("signing alone is access");
+        let c = access
+            .for_uri("s3://b/t/data/x.parquet")
+            .expect("the signer");
+        assert!(c.is_remote_signing());
+        assert_eq!(c.s3().region.as_deref(), Some("eu-north-1"));
+        assert_eq!(c.s3().endpoint.as_deref(), Some("http://s3.local"));
+        assert_eq!(c.expires_at_ms(), None);
+        assert_eq!(access.renew_at_ms(), None);
+        assert!(access.for_table_files("s3://b/t").is_some());
+        // Its Debug names the signer, never the grant in its endpoint.
+        let shown = format!("{access:?}");
+        assert!(!shown.contains("GRANT-123"), "{shown}");
+        assert!(shown.contains("NeverAsked"), "{shown}");
+
+        // Keys in the config too: they win.
+        let mut both = signing.clone();
+        both.extend(creds("AKIDBOTH", "s"));
+        let access = load(None, &both, 4).expect("c");
+        assert!(
+            !access
+                .for_uri("s3://b/x")
+                .expect("keys")
+                .is_remote_signing()
+        );
+        // Prefixed keys win where they match; the signer elsewhere.
+        let sc = vec![StorageCredential {
+            prefix: "s3://b/data/".into(),
+            config: creds("AKIDPFX", "s"),
+        }];
+        let access = load(Some(&sc), &signing, 5).expect("c");
+        assert!(
+            !access
+                .for_uri("s3://b/data/x")
+                .expect("keys")
+                .is_remote_signing()
+        );
+        assert!(
+            access
+                .for_uri("s3://b/meta/x")
+                .expect("signer")
+                .is_remote_signing()
+        );
+        // The catalog's config alone can switch it on.
+        let access = TableAccess::from_load(
+            None,
+            &HashMap::new(),
+            &map(&[(REMOTE_SIGNING_ENABLED, "true")]),
+            &never,
+            6,
+            0,
+        )
+        .expect("c");
+        assert!(
+            access
+                .for_uri("s3://b/x")
+                .expect("signer")
+                .is_remote_signing()
+        );
+    }
 
     fn creds(id: &str, secret: &str) -> HashMap<String, String> {
         HashMap::from([
@@ -320,21 +602,21 @@ mod tests {
                 config: HashMap::from([(ACCESS_KEY_ID.to_string(), "x".to_string())]),
             },
         ];
-        let access =
-            TableAccess::from_load(Some(&sc), &creds("config", "s3"), 7, 0).expect("credentials");
+        let access = load(Some(&sc), &creds("config", "s3"), 7).expect("credentials");
         let id = |uri: &str| {
-            access
-                .for_uri(uri)
-                .map(|c| c.s3.keys.access_key_id.expose().to_string())
+            access.for_uri(uri).map(|c| match &c.s3.credentials {
+                S3Credentials::Keys(k) => k.access_key_id.expose().to_string(),
+                other => format!("{other:?}"),
+            })
         };
         assert_eq!(id("s3://b/w/t/data/x.parquet").as_deref(), Some("long"));
         assert_eq!(id("s3://b/w/u/x.parquet").as_deref(), Some("short"));
         assert_eq!(id("s3://c/x").as_deref(), Some("config"));
         assert_eq!(access.generation(), 7);
 
-        let only_config = TableAccess::from_load(None, &creds("config", "s3"), 1, 0).expect("c");
+        let only_config = load(None, &creds("config", "s3"), 1).expect("c");
         assert!(only_config.for_uri("s3://any/x").is_some());
-        assert!(TableAccess::from_load(Some(&[]), &HashMap::new(), 1, 0).is_none());
+        assert!(load(Some(&[]), &HashMap::new(), 1).is_none());
     }
 
     #[test]
@@ -368,11 +650,11 @@ mod tests {
             prefix: "s3://b/".into(),
             config: late,
         }];
-        let access = TableAccess::from_load(Some(&sc), &early, 1, 0).expect("c");
+        let access = load(Some(&sc), &early, 1).expect("c");
         assert_eq!(access.renew_at_ms(), Some(540_000));
         let mut bad = creds("a", "b");
         bad.insert(EXPIRES_AT_MS.into(), "soon".into());
-        let access = TableAccess::from_load(None, &bad, 1, 0).expect("c");
+        let access = load(None, &bad, 1).expect("c");
         assert_eq!(access.renew_at_ms(), None);
     }
 
@@ -394,7 +676,7 @@ mod tests {
             prefix: "s3://b/".into(),
             config: creds("AKIDPREFIXED456", "prefixed-secret-abc"),
         }];
-        let access = TableAccess::from_load(Some(&sc), &config, 1, 0).expect("c");
+        let access = load(Some(&sc), &config, 1).expect("c");
         let shown = format!("{access:?} {:?}", access.for_uri("s3://b/x"));
         for secret in [
             "AKIDVENDED123",

@@ -7,16 +7,17 @@
 //! comes back as a [`CommitError`] (classified by status, see `outcome`), and `commit_retry`
 //! says what a writer does next. `sigv4` signs each
 //! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
-//! a catalog vends with a table.
+//! a catalog vends with a table, or its remote signing, which `signer` speaks.
 
 pub mod access;
 pub mod auth;
 pub mod commit_retry;
 pub mod outcome;
 pub mod rest;
+pub mod signer;
 pub mod sigv4;
 pub mod table_name;
 pub mod tls;
 
 pub use outcome::{CallKind, StatusOutcome, classify_status};
-pub use rest::{CommitError, RestClient, Staged, TableName, redacted_url};
+pub use rest::{CommitError, RestClient, Staged, TableName};

@@ -18,6 +18,7 @@ mod field;
 mod interpolate;
 mod raw;
 mod secret;
+mod secret_url;
 mod source;
 mod tls;
 mod tuning;
@@ -29,7 +30,9 @@ use std::path::Path;
 
 pub use builder::ConfigBuilder;
 pub use secret::Secret;
+pub use secret_url::SecretUrl;
 pub use tuning::Tuning;
+pub use types::StoreCredentials;
 pub use types::{
     CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
     DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential, ParquetSource,

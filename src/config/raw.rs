@@ -86,6 +86,7 @@ pub(crate) struct RawStore {
     pub allow_http: Option<Value>,
     pub access_key_id: Option<Value>,
     pub secret_access_key: Option<Value>,
+    pub credentials: Option<Value>,
 }
 
 /// `retry:`.

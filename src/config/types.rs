@@ -10,6 +10,7 @@ use std::time::Duration;
 use url::Url;
 
 use super::secret::Secret;
+use super::secret_url::SecretUrl;
 
 /// One registrar: a `kind: iceberg` sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,8 +21,9 @@ pub struct RegistrarConfig {
     pub from: String,
     /// The pipeline name, equal to the shipper's; part of every table location.
     pub pipeline: String,
-    /// The Iceberg REST catalog endpoint (http:// or https://).
-    pub catalog_uri: Url,
+    /// The Iceberg REST catalog endpoint (http:// or https://). Formats redacted (no user,
+    /// password, query string or fragment); requests use [`SecretUrl::expose`].
+    pub catalog_uri: SecretUrl,
     /// A PEM bundle that replaces the platform roots for the catalog connection (https only).
     pub catalog_ca_file: Option<PathBuf>,
     /// How catalog requests authenticate.
@@ -138,8 +140,9 @@ pub struct OAuth2Credential {
     pub client_secret: Secret,
     /// Default `catalog`, the REST catalog's own default scope.
     pub scope: String,
-    /// The token endpoint. Default `{catalog_uri without trailing /}/v1/oauth/tokens`.
-    pub oauth2_server_uri: Url,
+    /// The token endpoint. Default `{catalog_uri without trailing /}/v1/oauth/tokens`. Formats
+    /// redacted, like `catalog_uri`.
+    pub oauth2_server_uri: SecretUrl,
     /// `client_auth: body | basic`. Default `body`.
     pub client_auth: ClientAuth,
 }
@@ -191,10 +194,27 @@ pub struct StoreConfig {
     pub region_explicit: bool,
     /// Whether an `http://` endpoint is allowed. Default false.
     pub allow_http: bool,
-    /// Set together with `secret_access_key`, or neither (then the instance metadata service is asked for credentials).
+    /// Set together with `secret_access_key`, or neither (then S3 access comes from the catalog:
+    /// vended credentials or remote signing, or from `credentials: instance_metadata`).
     pub access_key_id: Option<Secret>,
     /// Set together with `access_key_id`, or neither.
     pub secret_access_key: Option<Secret>,
+    /// `credentials`: where S3 credentials come from when the section has no keys.
+    pub credentials: StoreCredentials,
+}
+
+/// `store.credentials`: the only credential sources besides the section's own keys and what the
+/// catalog gives with a table (vended credentials, remote signing). Nothing ambient (the instance
+/// metadata service, `AWS_*` variables, `~/.aws`) is ever asked unless named here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreCredentials {
+    /// `static` (the default): the section's keys, else the catalog's for the table; with
+    /// neither, S3 access fails at once with `auth.failed`.
+    #[default]
+    Static,
+    /// `instance_metadata`: without keys and where the catalog gives nothing, the EC2 instance
+    /// metadata service (IMDSv2, 169.254.169.254). Not with keys.
+    InstanceMetadata,
 }
 
 /// `commit`: batching of segments into snapshots. Commit cost is per snapshot, not per file, so

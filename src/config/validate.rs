@@ -3,14 +3,13 @@
 
 use std::path::Path;
 
-use url::Url;
-
 use super::field::Ctx;
 use super::raw::{
     RawCommit, RawCredential, RawIceberg, RawMemory, RawRetention, RawRetry, RawSigV4, RawSink,
     RawStore,
 };
 use super::secret::Secret;
+use super::secret_url::SecretUrl;
 use super::source;
 use super::tls;
 use super::types::{
@@ -80,12 +79,13 @@ pub(crate) fn registrar(
     source::check_shipper(&ctx, &from, &pipeline, &url, sinks)?;
 
     // Rules 5-9: the catalog connection.
-    let catalog_uri = urls::http_url(&ctx.required(
+    let catalog_uri: SecretUrl = urls::http_url(&ctx.required(
         "config.catalog_uri",
         raw.catalog_uri.as_ref(),
         "set it to the REST catalog's http:// or https:// URL",
     )?)
-    .map_err(|e| ctx.err("config.catalog_uri", e))?;
+    .map_err(|e| ctx.err("config.catalog_uri", e))?
+    .into();
     let https = catalog_uri.scheme() == "https";
     let catalog_ca_file = ca_file(&ctx, &raw, https)?;
     let catalog_auth = auth(&ctx, &raw, raw_credential, raw_sigv4, &catalog_uri)?;
@@ -373,7 +373,7 @@ fn auth(
     raw: &RawIceberg,
     credential: Option<RawCredential>,
     sigv4: Option<RawSigV4>,
-    catalog_uri: &Url,
+    catalog_uri: &SecretUrl,
 ) -> Result<CatalogAuth> {
     // Checked before resolving, so the conflict is reported even if the token's file is missing.
     if raw.catalog_token.is_some() && credential.is_some() {
@@ -519,7 +519,11 @@ fn check_credential(ctx: &Ctx, key: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result<OAuth2Credential> {
+fn oauth2_credential(
+    ctx: &Ctx,
+    raw: RawCredential,
+    catalog_uri: &SecretUrl,
+) -> Result<OAuth2Credential> {
     let client_id = ctx.required(
         "config.catalog_credential.client_id",
         raw.client_id.as_ref(),
@@ -564,7 +568,8 @@ fn oauth2_credential(ctx: &Ctx, raw: RawCredential, catalog_uri: &Url) -> Result
         raw.oauth2_server_uri.as_ref(),
     )? {
         Some(text) => urls::http_url(&text)
-            .map_err(|e| ctx.err("config.catalog_credential.oauth2_server_uri", e))?,
+            .map_err(|e| ctx.err("config.catalog_credential.oauth2_server_uri", e))?
+            .into(),
         None => {
             default_token_endpoint(catalog_uri).map_err(|e| ctx.err("config.catalog_uri", e))?
         }
@@ -612,9 +617,10 @@ fn table_location(ctx: &Ctx, raw: &RawIceberg) -> Result<TableLocation> {
 }
 
 /// `{catalog_uri without trailing /}/v1/oauth/tokens`, the REST spec's token endpoint.
-fn default_token_endpoint(catalog_uri: &Url) -> std::result::Result<Url, String> {
-    let base = catalog_uri.as_str().trim_end_matches('/');
-    Url::parse(&format!("{base}/v1/oauth/tokens"))
+fn default_token_endpoint(catalog_uri: &SecretUrl) -> std::result::Result<SecretUrl, String> {
+    let base = catalog_uri.expose().as_str().trim_end_matches('/');
+    format!("{base}/v1/oauth/tokens")
+        .parse::<SecretUrl>()
         .map_err(|e| format!("cannot derive the token endpoint from it ({e}); set catalog_credential.oauth2_server_uri"))
 }
 
@@ -750,6 +756,7 @@ fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
             check_credential(ctx, key, secret.expose())?;
         }
     }
+    let credentials = store_credentials(ctx, &raw, access_key_id.is_some())?;
     Ok(StoreConfig {
         endpoint,
         region,
@@ -757,7 +764,40 @@ fn store(ctx: &Ctx, raw: RawStore) -> Result<StoreConfig> {
         allow_http,
         access_key_id,
         secret_access_key,
+        credentials,
     })
+}
+
+/// `store.credentials: static | instance_metadata`. The instance metadata service is asked only
+/// when named here, and never beside keys (which would always win).
+fn store_credentials(
+    ctx: &Ctx,
+    raw: &RawStore,
+    has_keys: bool,
+) -> Result<super::types::StoreCredentials> {
+    use super::types::StoreCredentials;
+    const KEY: &str = "config.store.credentials";
+    let credentials = match ctx.optional(KEY, raw.credentials.as_ref())?.as_deref() {
+        None | Some("static") => StoreCredentials::Static,
+        Some("instance_metadata") => StoreCredentials::InstanceMetadata,
+        Some(_) => {
+            return Err(ctx.err(
+                KEY,
+                "must be static (the default: store.access_key_id / store.secret_access_key, else \
+                 the credentials or remote signing the catalog gives with each table) or \
+                 instance_metadata (also ask the EC2 instance metadata service when neither \
+                 applies)",
+            ));
+        }
+    };
+    if credentials == StoreCredentials::InstanceMetadata && has_keys {
+        return Err(ctx.err(
+            KEY,
+            "is instance_metadata but store.access_key_id / store.secret_access_key are set too; \
+             remove the keys to use the instance's role, or remove credentials to use the keys",
+        ));
+    }
+    Ok(credentials)
 }
 
 /// Rule 14.
@@ -864,9 +904,9 @@ fn memory(ctx: &Ctx, raw: RawMemory, commit: &CommitPolicy) -> Result<MemoryBudg
 
 /// Rule 17: credentials over plain http to another machine travel in cleartext. Allowed (demos
 /// run that way) but said out loud. Loopback stays quiet: nothing leaves the host.
-fn warn_cleartext(ctx: &Ctx, catalog_uri: &Url, auth: &CatalogAuth) {
-    let exposed = |url: &Url| url.scheme() == "http" && !urls::is_loopback(url);
-    let (key, endpoints): (&str, Vec<&Url>) = match auth {
+fn warn_cleartext(ctx: &Ctx, catalog_uri: &SecretUrl, auth: &CatalogAuth) {
+    let exposed = |url: &SecretUrl| url.scheme() == "http" && !urls::is_loopback(url.expose());
+    let (key, endpoints): (&str, Vec<&SecretUrl>) = match auth {
         CatalogAuth::None => return,
         CatalogAuth::Token(_) => ("catalog_token", vec![catalog_uri]),
         CatalogAuth::Credential(c) => (

@@ -94,29 +94,29 @@ impl S3Clients {
     }
 }
 
-/// Whether a client built for `a` serves `b`: every setting the same, keys included (retries
-/// are never compared: settings with their own are not cached).
+/// Whether a client built for `a` serves `b`: every setting the same, keys included, and the
+/// very same signer (retries are never compared: settings with their own are not cached).
 fn same_client(a: &S3Settings, b: &S3Settings) -> bool {
     let S3Settings {
         region,
         endpoint,
         virtual_hosted,
         allow_http,
-        keys,
+        credentials,
         retry: _,
     } = a;
     *region == b.region
         && *endpoint == b.endpoint
         && *virtual_hosted == b.virtual_hosted
         && *allow_http == b.allow_http
-        && *keys == b.keys
+        && *credentials == b.credentials
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Secret;
-    use crate::io::store::S3Keys;
+    use crate::io::store::{S3Credentials, S3Keys};
 
     fn settings(key_id: &str) -> S3Settings {
         S3Settings {
@@ -124,7 +124,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:9000".to_string()),
             virtual_hosted: false,
             allow_http: true,
-            keys: Some(S3Keys {
+            credentials: S3Credentials::Keys(S3Keys {
                 access_key_id: Secret::new(key_id),
                 secret_access_key: Secret::new("secret"),
                 session_token: None,

@@ -29,9 +29,9 @@ use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 
-use crate::config::{Secret, StoreConfig};
+use crate::config::{Secret, StoreConfig, StoreCredentials};
 use crate::io::clients::S3Clients;
-use crate::io::store::{S3Access, S3Keys, S3Settings};
+use crate::io::store::{S3Access, S3Credentials, S3Keys, S3Settings};
 
 /// FileIO property keys (iceberg's names).
 pub const ENDPOINT: &str = "s3.endpoint";
@@ -45,6 +45,9 @@ pub const SESSION_TOKEN: &str = "s3.session-token";
 /// Ours, not iceberg's: `store.allow_http`. Never taken from the catalog's config (an `http://`
 /// endpoint is allowed only where the operator allowed it).
 const ALLOW_HTTP: &str = "thadam.s3.allow-http";
+/// Ours: `store.credentials: instance_metadata`. Never taken from the catalog's config (the
+/// instance metadata service is asked only where the operator asked for it).
+const INSTANCE_METADATA: &str = "thadam.s3.instance-metadata";
 
 /// The region when neither the catalog nor `store` names one (object_store needs one to sign).
 const DEFAULT_REGION: &str = "us-east-1";
@@ -71,13 +74,18 @@ pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
         props.insert(SECRET_ACCESS_KEY.to_string(), secret.expose().to_string());
     }
     props.insert(ALLOW_HTTP.to_string(), store.allow_http.to_string());
+    if store.credentials == StoreCredentials::InstanceMetadata {
+        props.insert(INSTANCE_METADATA.to_string(), "true".to_string());
+    }
     props
 }
 
 /// The FileIO of a table. `server_config` (the catalog's config for it) comes first so that
 /// `ours` ([`file_io_props`]: endpoint, keys) win: REST servers rarely know the S3 endpoint we
-/// see. Credentials vended with the table replace any other keys; their endpoint, region and
-/// path-style apply only where neither sets one. Its S3 clients come from `clients`.
+/// see. What the catalog gives with the table (vended keys, or a remote signer) replaces any
+/// other keys; its endpoint, region and path-style apply only where neither sets one. Without
+/// any of these, requests fail with `auth.failed` ([`S3Credentials::Missing`]) unless `store`
+/// asked for the instance metadata service. Its S3 clients come from `clients`.
 pub fn table_file_io(
     server_config: HashMap<String, String>,
     ours: &HashMap<String, String>,
@@ -86,14 +94,20 @@ pub fn table_file_io(
 ) -> FileIO {
     let mut props = server_config;
     props.remove(ALLOW_HTTP);
+    props.remove(INSTANCE_METADATA);
     props.extend(ours.iter().map(|(k, v)| (k.clone(), v.clone())));
     let allow_http = props
         .remove(ALLOW_HTTP)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let instance_metadata = props.remove(INSTANCE_METADATA).is_some();
     // Keys leave the properties whoever set them.
-    let mut keys = take_keys(&mut props);
+    let mut credentials = match take_keys(&mut props) {
+        Some(keys) => S3Credentials::Keys(keys),
+        None if instance_metadata => S3Credentials::InstanceMetadata,
+        None => S3Credentials::Missing,
+    };
     if let Some(vended) = vended {
-        keys = Some(vended.keys.clone());
+        credentials = vended.credentials.clone();
         for (key, value) in [
             (ENDPOINT, vended.endpoint.clone()),
             (REGION, vended.region.clone()),
@@ -108,7 +122,7 @@ pub fn table_file_io(
         .entry(REGION.to_string())
         .or_insert_with(|| DEFAULT_REGION.to_string());
     FileIOBuilder::new(Arc::new(ObjectStoreStorageFactory {
-        keys,
+        credentials,
         allow_http,
         clients: Arc::clone(clients),
     }))
@@ -139,7 +153,7 @@ fn settings(props: &HashMap<String, String>, factory: &ObjectStoreStorageFactory
         // Path-style unless told otherwise, as iceberg's own S3 storage does.
         virtual_hosted: get(PATH_STYLE_ACCESS).is_some_and(|v| !truthy(&v)),
         allow_http: factory.allow_http,
-        keys: factory.keys.clone(),
+        credentials: factory.credentials.clone(),
         retry: None,
     }
 }
@@ -159,11 +173,11 @@ fn truthy(value: &str) -> bool {
 const NOT_SERIALISABLE: &str = "the registrar's S3 FileIO holds credentials and live clients \
                                 and is not serialisable; build it from the config instead";
 
-/// Builds [`ObjectStoreStorage`] from a FileIO's properties, with the keys and `allow_http` it
-/// carries itself (not as properties).
+/// Builds [`ObjectStoreStorage`] from a FileIO's properties, with the credentials (keys or a
+/// signer) and `allow_http` it carries itself (not as properties).
 #[derive(Debug)]
 pub struct ObjectStoreStorageFactory {
-    keys: Option<S3Keys>,
+    credentials: S3Credentials,
     allow_http: bool,
     clients: Arc<S3Clients>,
 }
@@ -540,16 +554,21 @@ mod tests {
             allow_http: true,
             access_key_id: Some(Secret::new("AKIDSTORE123")),
             secret_access_key: Some(Secret::new("store-secret-123")),
+            credentials: StoreCredentials::Static,
         }
+    }
+
+    fn vended_keys() -> S3Credentials {
+        S3Credentials::Keys(S3Keys {
+            access_key_id: Secret::new("AKIDVENDED456"),
+            secret_access_key: Secret::new("vended-secret-456"),
+            session_token: Some(Secret::new("vended-token-456")),
+        })
     }
 
     fn vended() -> S3Access {
         S3Access {
-            keys: S3Keys {
-                access_key_id: Secret::new("AKIDVENDED456"),
-                secret_access_key: Secret::new("vended-secret-456"),
-                session_token: Some(Secret::new("vended-token-456")),
-            },
+            credentials: vended_keys(),
             endpoint: Some("https://s3.catalog.example".into()),
             region: Some("ap-south-1".into()),
             path_style: Some(false),
@@ -624,7 +643,7 @@ mod tests {
             Some("true")
         );
         let factory = ObjectStoreStorageFactory {
-            keys: Some(vended().keys),
+            credentials: vended_keys(),
             allow_http: true,
             clients: clients(),
         };
@@ -665,6 +684,27 @@ mod tests {
         let file_io = table_file_io(server, &file_io_props(&store), None, &clients());
         assert!(file_io.config().get(ALLOW_HTTP).is_none());
         assert!(factory_keys(&file_io).contains("allow_http: false"));
+    }
+
+    #[test]
+    fn only_the_store_section_can_ask_for_the_instance_metadata_service() {
+        let credentials = |server: HashMap<String, String>, store: &StoreConfig| {
+            let file_io = table_file_io(server, &file_io_props(store), None, &clients());
+            assert!(file_io.config().get(INSTANCE_METADATA).is_none());
+            format!("{:?}", file_io.new_input("s3://b/k").expect("input"))
+        };
+        let keyless = StoreConfig {
+            access_key_id: None,
+            secret_access_key: None,
+            ..store_config()
+        };
+        let from_catalog = HashMap::from([(INSTANCE_METADATA.to_string(), "true".to_string())]);
+        assert!(credentials(from_catalog, &keyless).contains("Missing"));
+        let asked = StoreConfig {
+            credentials: StoreCredentials::InstanceMetadata,
+            ..keyless
+        };
+        assert!(credentials(HashMap::new(), &asked).contains("InstanceMetadata"));
     }
 
     #[test]
@@ -723,7 +763,7 @@ mod tests {
             &clients(),
         );
         let storage = ObjectStoreStorageFactory {
-            keys: Some(vended().keys),
+            credentials: vended_keys(),
             allow_http: false,
             clients: clients(),
         }
@@ -732,7 +772,7 @@ mod tests {
         let err = serde_json::to_string(&storage).expect_err("refused");
         assert!(err.to_string().contains("not serialisable"), "{err}");
         let factory: Arc<dyn StorageFactory> = Arc::new(ObjectStoreStorageFactory {
-            keys: Some(vended().keys),
+            credentials: vended_keys(),
             allow_http: false,
             clients: clients(),
         });
@@ -750,7 +790,7 @@ mod tests {
             ..store_config()
         };
         let factory = ObjectStoreStorageFactory {
-            keys: Some(vended().keys),
+            credentials: vended_keys(),
             allow_http: true,
             clients: clients(),
         };

@@ -26,8 +26,9 @@ use object_store::client::{
 };
 use object_store::path::Path as ObjectPath;
 
-use crate::config::{Secret, StoreConfig};
+use crate::config::{Secret, StoreConfig, StoreCredentials};
 use crate::error::{Error, ErrorCode, Result};
+use crate::io::signer::SharedSigner;
 
 /// The longest key S3 accepts, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -208,28 +209,46 @@ fn is_list_request(request: &HttpRequest) -> bool {
 }
 
 /// An object_store HTTP connector that turns untyped S3 refusals into [`S3Refusal`] errors
-/// (object_store keeps the status of such an answer in a type that is not public).
+/// (object_store keeps the status of such an answer in a type that is not public), and with a
+/// remote signer, has every request signed just before it is sent (each attempt anew, so a
+/// retry never reuses a signature).
 #[derive(Debug, Default)]
-struct TypedStatusConnector;
+struct TypedStatusConnector {
+    /// The signer and the region requests are signed for.
+    signer: Option<(SharedSigner, String)>,
+}
 
 impl HttpConnector for TypedStatusConnector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
         let inner = ReqwestConnector::default().connect(options)?;
-        Ok(HttpClient::new(TypedStatus(inner)))
+        Ok(HttpClient::new(TypedStatus {
+            client: inner,
+            signer: self.signer.clone(),
+        }))
     }
 }
 
 #[derive(Debug)]
-struct TypedStatus(HttpClient);
+struct TypedStatus {
+    client: HttpClient,
+    signer: Option<(SharedSigner, String)>,
+}
 
 /// The most bytes of an error body read for its `<Code>`.
 const MAX_ERROR_BODY: usize = 16 * 1024;
 
 #[async_trait]
 impl HttpService for TypedStatus {
-    async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+    async fn call(&self, mut request: HttpRequest) -> Result<HttpResponse, HttpError> {
         let is_list = is_list_request(&request);
-        let response = self.0.execute(request).await?;
+        if let Some((signer, region)) = &self.signer {
+            // Our error, typed by its code, in the chain; `Unknown`: object_store does not retry
+            // it (the signer retried what was transient, and a refusal stays refused).
+            crate::io::signer::sign_http_request(signer.0.as_ref(), region, &mut request)
+                .await
+                .map_err(|e| HttpError::new(HttpErrorKind::Unknown, e))?;
+        }
+        let response = self.client.execute(request).await?;
         let status = response.status();
         if !tagged(status.as_u16(), is_list) {
             return Ok(response);
@@ -267,8 +286,24 @@ fn s3_error_code(body: &[u8]) -> Option<String> {
     ok.then(|| code.to_string())
 }
 
+/// Our own error in `err`'s source chain, if any: a store without credentials, a credential
+/// source that failed, or a remote signer's refusal or outage, each typed by its code.
+pub fn access_failure<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Error> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(ours) = e.downcast_ref::<Error>() {
+            return Some(ours);
+        }
+        current = e.source();
+    }
+    None
+}
+
 /// Classifies an object_store failure on `key` of `bucket` (the footer read), by type.
 pub fn classify_store_error(err: object_store::Error, bucket: &str, key: &str) -> Error {
+    if let Some(ours) = access_failure(&err) {
+        return ours.clone().context(format!("reading object {key}"));
+    }
     let status = match &err {
         object_store::Error::NotFound { .. } => Some(404),
         object_store::Error::PermissionDenied { .. } => Some(403),
@@ -353,10 +388,12 @@ fn store_error_outcome(err: &object_store::Error) -> ErrorCode {
         | E::AlreadyExists { .. }
         | E::Precondition { .. }
         | E::NotModified { .. } => ErrorCode::CatalogRejected,
-        _ => match s3_refusal(err) {
-            Some(refusal) => refusal_outcome(status_outcome(refusal.status)),
+        _ => match (access_failure(err), s3_refusal(err)) {
+            // No credentials, or the signer refused or failed: its own code.
+            (Some(ours), _) => ours.code(),
+            (None, Some(refusal)) => refusal_outcome(status_outcome(refusal.status)),
             // Transport failures and 5xx/429 that outlasted object_store's retries.
-            None => ErrorCode::Unavailable,
+            (None, None) => ErrorCode::Unavailable,
         },
     }
 }
@@ -385,12 +422,48 @@ impl std::fmt::Debug for S3Keys {
     }
 }
 
-/// Keys a catalog vended for a table and what it said about where they apply (endpoint,
-/// region, path-style). `catalog::access` builds it from a `loadTable` answer; io knows nothing
-/// of catalogs.
+/// Where the requests of one S3 client get their signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum S3Credentials {
+    /// Static keys: the `store` section's, or keys the catalog vended for a table.
+    Keys(S3Keys),
+    /// Remote signing: every request is signed by the catalog's signer for the table.
+    Signer(SharedSigner),
+    /// `store.credentials: instance_metadata`: the machine's role, through object_store's
+    /// provider (the EC2 instance metadata service; web identity when `AWS_WEB_IDENTITY_TOKEN_FILE`
+    /// and `AWS_ROLE_ARN` are set), bounded: a source that refuses or does not answer is
+    /// `auth.failed`, never retried forever.
+    InstanceMetadata,
+    /// None at all: every request fails at once with `auth.failed`, naming what to configure.
+    /// Nothing ambient is ever asked.
+    Missing,
+}
+
+impl S3Credentials {
+    /// What the `store` section alone gives: its keys, the instance metadata service when it
+    /// asks for it, else nothing.
+    pub fn of_store(store: &StoreConfig) -> S3Credentials {
+        match (&store.access_key_id, &store.secret_access_key) {
+            (Some(id), Some(secret)) => S3Credentials::Keys(S3Keys {
+                access_key_id: id.clone(),
+                secret_access_key: secret.clone(),
+                session_token: None,
+            }),
+            _ if store.credentials == StoreCredentials::InstanceMetadata => {
+                S3Credentials::InstanceMetadata
+            }
+            _ => S3Credentials::Missing,
+        }
+    }
+}
+
+/// What a catalog gives for a table's objects: vended keys or a remote signer, and what it said
+/// about where they apply (endpoint, region, path-style). `catalog::access` builds it from a
+/// `loadTable` answer; io knows nothing of catalogs.
 #[derive(Clone, Debug)]
 pub struct S3Access {
-    pub keys: S3Keys,
+    /// [`S3Credentials::Keys`] or [`S3Credentials::Signer`].
+    pub credentials: S3Credentials,
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub path_style: Option<bool>,
@@ -406,18 +479,18 @@ pub struct S3Settings {
     /// `bucket.host` requests rather than path-style `host/bucket`.
     pub virtual_hosted: bool,
     pub allow_http: bool,
-    /// `None`: the instance metadata service (object_store built without `from_env`, so no
-    /// `AWS_*` variables, container credentials or `~/.aws` files).
-    pub keys: Option<S3Keys>,
+    /// How requests are signed. object_store is always built without `from_env`, so no `AWS_*`
+    /// variable, container credentials or `~/.aws` file is read.
+    pub credentials: S3Credentials,
     /// object_store's own retry settings replaced (tests: no retries).
     pub retry: Option<object_store::RetryConfig>,
 }
 
 impl S3Settings {
-    /// The settings of footer reads: the `store` section's, and for a table with vended
-    /// credentials, those keys, with the catalog's endpoint, region and path-style where `store`
-    /// sets none. A custom `store` endpoint is addressed path-style, which is what such servers
-    /// expect.
+    /// The settings of footer reads: the `store` section's, and for a table the catalog gives
+    /// access to, its keys or signer, with the catalog's endpoint, region and path-style where
+    /// `store` sets none. A custom `store` endpoint is addressed path-style, which is what such
+    /// servers expect.
     pub fn for_footers(store: &StoreConfig, vended: Option<&S3Access>) -> S3Settings {
         let region = match vended.and_then(|v| v.region.as_deref()) {
             Some(catalog_region) if !store.region_explicit => catalog_region.to_string(),
@@ -430,24 +503,32 @@ impl S3Settings {
             }
             _ => (None, false),
         };
-        let keys = match (vended, &store.access_key_id, &store.secret_access_key) {
-            (Some(v), _, _) => Some(v.keys.clone()),
-            (None, Some(id), Some(secret)) => Some(S3Keys {
-                access_key_id: id.clone(),
-                secret_access_key: secret.clone(),
-                session_token: None,
-            }),
-            _ => None,
+        let credentials = match vended {
+            Some(v) => v.credentials.clone(),
+            None => S3Credentials::of_store(store),
         };
         S3Settings {
             region,
             endpoint,
             virtual_hosted,
             allow_http: store.allow_http,
-            keys,
+            credentials,
             retry: None,
         }
     }
+}
+
+/// Why a store without keys cannot reach `bucket`: which keys are missing and the alternatives.
+pub fn missing_credentials(bucket: &str) -> String {
+    format!(
+        "no S3 credentials for bucket {bucket}: store.access_key_id and store.secret_access_key \
+         are not set, and the catalog gave neither credentials nor remote signing for this \
+         table; set both keys (use ${{file:}} or ${{env:}}), or set store.credentials: \
+         instance_metadata to use the machine's role, or have the catalog vend credentials \
+         (catalog_headers: {{ X-Iceberg-Access-Delegation: vended-credentials }}) or sign \
+         requests (s3.remote-signing-enabled) for the table. Nothing else (the instance metadata \
+         service, AWS_* variables, ~/.aws) is asked unless configured"
+    )
 }
 
 /// The bucket as an `ObjectStore` for footer reads. S3 refusals object_store has no variant for
@@ -514,28 +595,108 @@ pub fn build_object_store(settings: &S3Settings, bucket: &str) -> Result<Arc<dyn
         builder = builder.with_endpoint(endpoint);
     }
     builder = builder.with_virtual_hosted_style_request(virtual_hosted);
-    if let Some(keys) = &settings.keys {
-        builder = builder.with_credentials(Arc::new(HiddenKeys(Arc::new(
+    if let Some(retry) = &settings.retry {
+        builder = builder.with_retry(retry.clone());
+    }
+    let config_error = |e: object_store::Error| {
+        // object_store's config errors name keys, not values.
+        Error::config_invalid(format!(
+            "store: cannot configure S3 access to bucket {bucket}: {e}"
+        ))
+    };
+    let mut connector = TypedStatusConnector::default();
+    builder = match &settings.credentials {
+        S3Credentials::Keys(keys) => builder.with_credentials(Arc::new(HiddenKeys(Arc::new(
             object_store::aws::AwsCredential {
                 key_id: keys.access_key_id.expose().to_string(),
                 secret_key: keys.secret_access_key.expose().to_string(),
                 token: keys.session_token.as_ref().map(|t| t.expose().to_string()),
             },
-        ))));
-    }
-    if let Some(retry) = &settings.retry {
-        builder = builder.with_retry(retry.clone());
-    }
+        )))),
+        S3Credentials::Signer(signer) => {
+            connector.signer = Some((signer.clone(), settings.region.clone()));
+            builder.with_skip_signature(true)
+        }
+        S3Credentials::InstanceMetadata => {
+            // object_store's own provider for a store built without keys (it is not public),
+            // behind a bound.
+            let probe = builder
+                .clone()
+                .with_http_connector(TypedStatusConnector::default())
+                .build()
+                .map_err(config_error)?;
+            builder.with_credentials(Arc::new(BoundedSource {
+                inner: Arc::clone(probe.credentials()),
+                timeout: CREDENTIAL_SOURCE_TIMEOUT,
+            }))
+        }
+        S3Credentials::Missing => builder.with_credentials(Arc::new(NoCredentials {
+            bucket: bucket.to_string(),
+        })),
+    };
     let s3 = builder
-        .with_http_connector(TypedStatusConnector)
+        .with_http_connector(connector)
         .build()
-        .map_err(|e| {
-            // object_store's config errors name keys, not values.
-            Error::config_invalid(format!(
-                "store: cannot configure S3 access to bucket {bucket}: {e}"
-            ))
-        })?;
+        .map_err(config_error)?;
     Ok(Arc::new(s3))
+}
+
+/// How long the instance metadata service (or web identity) may take to give credentials
+/// before the store is `auth.failed`.
+const CREDENTIAL_SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The credential provider of a store that has none: every request fails at once, before
+/// anything is sent, with `auth.failed` naming the missing keys ([`missing_credentials`]).
+#[derive(Debug)]
+struct NoCredentials {
+    bucket: String,
+}
+
+#[async_trait]
+impl object_store::CredentialProvider for NoCredentials {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        Err(object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(Error::auth_failed(missing_credentials(&self.bucket))),
+        })
+    }
+}
+
+/// object_store's credential provider for `store.credentials: instance_metadata`, bounded: a
+/// source that fails (after object_store's own retries) or takes over `timeout` is `auth.failed`
+/// (a machine without an instance role never gets one by waiting).
+#[derive(Debug)]
+struct BoundedSource {
+    inner: object_store::aws::AwsCredentialProvider,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl object_store::CredentialProvider for BoundedSource {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        let failed = |why: String| object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(Error::auth_failed(format!(
+                "store.credentials is instance_metadata, but {why}; run on a machine with an \
+                 instance role (EC2 instance profile, or EKS web identity), or set \
+                 store.access_key_id / store.secret_access_key instead"
+            ))),
+        };
+        match tokio::time::timeout(self.timeout, self.inner.get_credential()).await {
+            Ok(Ok(credential)) => Ok(credential),
+            Ok(Err(e)) => Err(failed(format!(
+                "the instance metadata service gave no credentials: {e}"
+            ))),
+            Err(_) => Err(failed(format!(
+                "the instance metadata service did not answer within {}s",
+                self.timeout.as_secs()
+            ))),
+        }
+    }
 }
 
 /// The endpoint of `bucket` on a custom S3 server addressed virtual-hosted style
@@ -640,16 +801,17 @@ mod tests {
             allow_http: true,
             access_key_id: access_key_id.map(Secret::new),
             secret_access_key: access_key_id.map(|_| Secret::new("store-secret-456")),
+            credentials: StoreCredentials::Static,
         }
     }
 
     fn vended(endpoint: Option<&str>, path_style: Option<bool>) -> S3Access {
         S3Access {
-            keys: S3Keys {
+            credentials: S3Credentials::Keys(S3Keys {
                 access_key_id: Secret::new("AKIDVENDED789"),
                 secret_access_key: Secret::new("vended-secret-789"),
                 session_token: Some(Secret::new("vended-token-789")),
-            },
+            }),
             endpoint: endpoint.map(str::to_string),
             region: Some("eu-west-3".to_string()),
             path_style,
@@ -679,10 +841,9 @@ mod tests {
         let own = S3Settings::for_footers(&store, None);
         assert_eq!(own.endpoint.as_deref(), Some("http://127.0.0.1:9000/"));
         assert!(!own.virtual_hosted);
-        let id = |s: &S3Settings| {
-            s.keys
-                .as_ref()
-                .map(|k| k.access_key_id.expose().to_string())
+        let id = |s: &S3Settings| match &s.credentials {
+            S3Credentials::Keys(k) => Some(k.access_key_id.expose().to_string()),
+            _ => None,
         };
         assert_eq!(id(&own).as_deref(), Some("AKIDSTORE456"));
         // Vended keys replace the store's; the store's endpoint and explicit region stay.
@@ -901,5 +1062,211 @@ mod tests {
             s3_code: None,
         };
         assert_eq!(bare.to_string(), "S3 answered 416");
+    }
+
+    #[test]
+    fn the_store_section_alone_gives_keys_the_instance_role_when_asked_or_nothing() {
+        assert!(matches!(
+            S3Credentials::of_store(&store_config(Some("AKIDSTORE456"))),
+            S3Credentials::Keys(_)
+        ));
+        assert_eq!(
+            S3Credentials::of_store(&store_config(None)),
+            S3Credentials::Missing
+        );
+        let imds = StoreConfig {
+            credentials: StoreCredentials::InstanceMetadata,
+            ..store_config(None)
+        };
+        assert_eq!(
+            S3Credentials::of_store(&imds),
+            S3Credentials::InstanceMetadata
+        );
+        assert_eq!(
+            S3Settings::for_footers(&imds, None).credentials,
+            S3Credentials::InstanceMetadata
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_without_credentials_fails_before_sending_anything() {
+        // Port 9 on loopback: were a request sent, it would be an outage, not auth.failed.
+        let store = StoreConfig {
+            endpoint: Some("http://127.0.0.1:9".parse().expect("url")),
+            ..store_config(None)
+        };
+        let s3 = object_store_with(
+            &store,
+            "bucket-z",
+            Some(object_store::RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            }),
+        )
+        .expect("built");
+        let err = s3
+            .get(&ObjectPath::parse("k.parquet").expect("path"))
+            .await
+            .expect_err("no credentials");
+        let err = classify_store_error(err, "bucket-z", "k.parquet");
+        assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+        for named in [
+            "bucket-z",
+            "store.access_key_id",
+            "store.secret_access_key",
+            "store.credentials: instance_metadata",
+        ] {
+            assert!(err.message().contains(named), "{named} not in {err}");
+        }
+        // The same through iceberg's FileIO classification.
+        let failed = s3
+            .put(&ObjectPath::parse("m.avro").expect("path"), "x".into())
+            .await
+            .expect_err("no credentials");
+        let io = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "writing").with_source(failed);
+        assert_eq!(classify_iceberg_io(&io), Some(ErrorCode::AuthFailed));
+    }
+
+    /// A credential source that fails, or never answers.
+    #[derive(Debug)]
+    struct Source(bool);
+
+    #[async_trait]
+    impl object_store::CredentialProvider for Source {
+        type Credential = object_store::aws::AwsCredential;
+
+        async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+            if self.0 {
+                std::future::pending::<()>().await;
+            }
+            Err(object_store::Error::Generic {
+                store: "S3",
+                source: "connection refused (169.254.169.254)".into(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn an_instance_metadata_service_that_fails_or_hangs_is_auth_failed_not_retried() {
+        use object_store::CredentialProvider;
+        for hangs in [false, true] {
+            let bounded = BoundedSource {
+                inner: Arc::new(Source(hangs)),
+                timeout: Duration::from_millis(50),
+            };
+            let started = std::time::Instant::now();
+            let err = bounded.get_credential().await.expect_err("no credentials");
+            assert!(started.elapsed() < Duration::from_secs(5));
+            let ours = access_failure(&err).expect("typed");
+            assert_eq!(ours.code(), ErrorCode::AuthFailed, "{ours}");
+            assert!(ours.message().contains("instance_metadata"), "{ours}");
+            let io =
+                iceberg::Error::new(iceberg::ErrorKind::Unexpected, "reading").with_source(err);
+            assert_eq!(classify_iceberg_io(&io), Some(ErrorCode::AuthFailed));
+        }
+    }
+
+    /// A signer that adds a fixed signature, remembering what it was asked.
+    #[derive(Debug, Default)]
+    struct FixedSigner(std::sync::Mutex<Vec<crate::io::signer::SignRequest>>);
+
+    #[async_trait]
+    impl crate::io::signer::RequestSigner for FixedSigner {
+        async fn sign(
+            &self,
+            request: &crate::io::signer::SignRequest,
+        ) -> Result<crate::io::signer::Signed> {
+            self.0.lock().expect("asked").push(request.clone());
+            Ok(crate::io::signer::Signed {
+                uri: request.uri.clone(),
+                headers: vec![
+                    (
+                        "Authorization".to_string(),
+                        vec!["AWS4-HMAC-SHA256 Credential=AKIDREMOTE/x".to_string()],
+                    ),
+                    (
+                        "X-Amz-Date".to_string(),
+                        vec!["20260101T000000Z".to_string()],
+                    ),
+                    ("Cache-Control".to_string(), vec!["private".to_string()]),
+                ],
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn with_a_signer_each_request_carries_the_signer_s_headers_and_none_of_its_own() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.expect("read");
+                assert!(n > 0, "closed early");
+                head.extend_from_slice(&buf[..n]);
+            }
+            let _ = socket
+                .write_all(
+                    b"HTTP/1.1 206 Partial Content\r\ncontent-length: 4\r\n\
+                      content-range: bytes 0-3/10\r\nconnection: close\r\n\r\nPAR1",
+                )
+                .await;
+            String::from_utf8_lossy(&head).to_ascii_lowercase()
+        });
+        let signer = Arc::new(FixedSigner::default());
+        let settings = S3Settings {
+            region: "eu-central-1".into(),
+            endpoint: Some(format!("http://127.0.0.1:{port}")),
+            virtual_hosted: false,
+            allow_http: true,
+            credentials: S3Credentials::Signer(SharedSigner(signer.clone())),
+            retry: Some(object_store::RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            }),
+        };
+        let s3 = build_object_store(&settings, "warehouse").expect("built");
+        let bytes = s3
+            .get_range(
+                &ObjectPath::parse("t/data/seg 1.parquet").expect("path"),
+                0..4,
+            )
+            .await
+            .expect("read");
+        assert_eq!(&bytes[..], b"PAR1");
+        let head = server.await.expect("server");
+        assert!(
+            head.starts_with("get /warehouse/t/data/seg%201.parquet http/1.1"),
+            "{head}"
+        );
+        assert!(
+            head.contains("authorization: aws4-hmac-sha256 credential=akidremote/x"),
+            "{head}"
+        );
+        assert!(head.contains("x-amz-date: 20260101t000000z"), "{head}");
+        assert!(
+            head.contains("x-amz-content-sha256: unsigned-payload"),
+            "{head}"
+        );
+        assert!(head.contains("range: bytes=0-3"), "{head}");
+        assert!(!head.contains("cache-control"), "{head}");
+        let asked = signer.0.lock().expect("asked").clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].method, "GET");
+        assert_eq!(
+            asked[0].uri,
+            format!("http://127.0.0.1:{port}/warehouse/t/data/seg%201.parquet")
+        );
+        assert_eq!(asked[0].region, "eu-central-1");
+        assert_eq!(
+            asked[0].headers.get("range"),
+            Some(&vec!["bytes=0-3".to_string()])
+        );
+        assert!(!asked[0].headers.contains_key("authorization"));
     }
 }

@@ -2,13 +2,15 @@
 //! check: config parsed; per iceberg sink, catalog reachable, auth accepted, bucket readable,
 //! segment catalog readable, each table present or creatable, each dataset's unsigned policy
 //! registrable. Every check that can run does (a failing one does not hide the others); a check
-//! that depends on a failed one is reported as skipped.
+//! that depends on a failed one is reported as skipped, and one that ran but could not verify
+//! its subject as `warn` ([`Verdict::CannotTell`]), never `ok`.
 //!
 //! Nothing is changed: no namespace or table is created, nothing is written to the bucket.
 
 use std::fmt;
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::ObjectStore;
@@ -235,11 +237,7 @@ pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport)
     let sink = config.id.as_str();
     let client = check_catalog(config, report).await;
     report.outcome(sink, "bucket readable", check_bucket(config).await);
-    report.outcome(
-        sink,
-        "segment catalog readable",
-        check_segment_catalog(config),
-    );
+    check_segment_catalog(config, report);
     for dataset in &config.source.datasets {
         let table = TableName {
             namespace: config.namespace.clone(),
@@ -300,21 +298,35 @@ async fn timed<T>(what: &str, fut: impl Future<Output = Result<T, Error>>) -> Re
 /// "catalog reachable" and "auth accepted"; the client when both passed.
 async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Option<RestClient> {
     let sink = config.id.as_str();
-    // Without its query string: one may carry a token, and this report is printed.
-    let redacted = crate::catalog::redacted_url(&config.catalog_uri);
-    let uri = redacted.trim_end_matches('/');
+    // Redacted (no credentials, no query string: one may carry a token, and this is printed).
+    let shown = config.catalog_uri.to_string();
+    let uri = shown.trim_end_matches('/');
     let auth = match &config.catalog_auth {
         CatalogAuth::None => "no credentials configured; the catalog accepts anonymous requests",
         CatalogAuth::Token(_) => "catalog_token accepted",
         CatalogAuth::Credential(_) => "catalog_credential exchanged and the token accepted",
         CatalogAuth::SigV4(_) => "catalog_sigv4 signature accepted",
     };
-    let connected = timed(
-        &format!("GET {uri}/v1/config"),
-        crate::registrar::connect(config),
-    )
-    .await;
-    match connected {
+    match connect(config, uri).await {
+        // The catalog was never asked: whether it is reachable is not known.
+        Err(ConnectFailure::Token(e)) => {
+            report.push(
+                Some(sink),
+                "catalog reachable",
+                Verdict::CannotTell,
+                format!(
+                    "not known: {uri} was not asked, because catalog requests carry the token of \
+                     catalog_credential and the token endpoint gave none (auth accepted, below)"
+                ),
+            );
+            report.push(
+                Some(sink),
+                "auth accepted",
+                Verdict::Fail(e.code()),
+                e.to_string(),
+            );
+            None
+        }
         Ok(client) => {
             report.push(
                 Some(sink),
@@ -326,7 +338,7 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
             Some(client)
         }
         // It answered, so it is reachable: it refused us.
-        Err(e) if e.code() == ErrorCode::AuthFailed => {
+        Err(ConnectFailure::Catalog(e)) if e.code() == ErrorCode::AuthFailed => {
             report.push(
                 Some(sink),
                 "catalog reachable",
@@ -341,7 +353,7 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
             );
             None
         }
-        Err(e) => {
+        Err(ConnectFailure::Catalog(e)) => {
             report.push(
                 Some(sink),
                 "catalog reachable",
@@ -357,6 +369,46 @@ async fn check_catalog(config: &RegistrarConfig, report: &mut CheckReport) -> Op
             None
         }
     }
+}
+
+/// Why [`connect`] failed.
+enum ConnectFailure {
+    /// The token endpoint of `catalog_credential` gave no token: the catalog was not asked.
+    Token(Error),
+    /// At the catalog, or setting up its connection (TLS files).
+    Catalog(Error),
+}
+
+/// [`crate::registrar::connect`], in two steps: a `catalog_credential` is exchanged here, once
+/// (the client then sends that token, never renewed: enough for a check), so that a failure at
+/// the token endpoint is not reported as one of the catalog, which is not asked then.
+async fn connect(config: &RegistrarConfig, uri: &str) -> Result<RestClient, ConnectFailure> {
+    use crate::catalog::auth::oauth2::TokenEndpoint;
+    use crate::catalog::auth::{NoAuth, SharedTokenSource, StaticToken};
+    let http = crate::registrar::catalog_http(config).map_err(ConnectFailure::Catalog)?;
+    let tokens: SharedTokenSource = match &config.catalog_auth {
+        CatalogAuth::None | CatalogAuth::SigV4(_) => Arc::new(NoAuth),
+        CatalogAuth::Token(token) => Arc::new(StaticToken::new(token.clone())),
+        CatalogAuth::Credential(credential) => {
+            let endpoint = TokenEndpoint::new(credential.clone(), http.clone());
+            let issued = timed(
+                &format!(
+                    "the token endpoint {} (catalog_credential)",
+                    credential.oauth2_server_uri
+                ),
+                endpoint.exchange(),
+            )
+            .await
+            .map_err(ConnectFailure::Token)?;
+            Arc::new(StaticToken::new(issued.value))
+        }
+    };
+    timed(
+        &format!("GET {uri}/v1/config"),
+        crate::registrar::connect_with(config, http, tokens),
+    )
+    .await
+    .map_err(ConnectFailure::Catalog)
 }
 
 /// Lists the top level of `url`'s prefix: one request, proving the endpoint, the keys and the
@@ -419,14 +471,31 @@ fn bucket_error(e: &object_store::Error, bucket: &str, root: &str) -> Error {
     }
 }
 
-fn check_segment_catalog(config: &RegistrarConfig) -> Result<String, Error> {
+/// "segment catalog readable": read to its end, or `warn` when it does not exist yet (nothing
+/// could be read; the registrar waits for it).
+fn check_segment_catalog(config: &RegistrarConfig, report: &mut CheckReport) {
+    const CHECK: &str = "segment catalog readable";
     let path = &config.source.catalog;
-    if !path.exists() {
-        return Ok(format!(
-            "{} does not exist yet (the parquet sink creates it)",
-            path.display()
-        ));
+    // Only a file that is certainly absent is waited for; any other failure (a directory that
+    // cannot be searched) is the reader's to report.
+    if let Err(e) = std::fs::metadata(path)
+        && e.kind() == std::io::ErrorKind::NotFound
+    {
+        return report.push(
+            Some(config.id.as_str()),
+            CHECK,
+            Verdict::CannotTell,
+            format!(
+                "not known: {} does not exist yet, so nothing could be read (the parquet sink \
+                 creates it; the registrar waits for it)",
+                path.display()
+            ),
+        );
     }
+    report.outcome(&config.id, CHECK, read_segment_catalog(path));
+}
+
+fn read_segment_catalog(path: &Path) -> Result<String, Error> {
     // Streamed: a long log is counted without holding its records.
     let mut reader = SegmentLogReader::open(path)?;
     let (mut records, mut uploaded) = (0u64, 0u64);
@@ -485,15 +554,19 @@ async fn check_table(
             "absent, and so is namespace {namespace}; create_table: true creates both from the \
              first segment's footer"
         );
-        return Ok(match config.table_location {
-            // Nothing to ask: the catalog picks a place of its own.
-            TableLocation::Catalog => TableVerdict::Ok(detail),
-            TableLocation::Shipper => TableVerdict::CannotTell(format!(
+        return Ok(TableVerdict::CannotTell(match config.table_location {
+            // A staged create needs the namespace too: whether the catalog lets the registrar
+            // create the table is as unknown as where it would put it.
+            TableLocation::Catalog => format!(
+                "{detail}; whether the catalog will create the table (and where) cannot be \
+                 asked before the namespace exists"
+            ),
+            TableLocation::Shipper => format!(
                 "{detail}; whether the catalog accepts the table at {shipper_location} cannot be \
                  asked before the namespace exists (if it only allows locations it chooses, set \
                  table_location: catalog)"
-            )),
-        });
+            ),
+        }));
     }
     let asked = match config.table_location {
         TableLocation::Shipper => Some(shipper_location.as_str()),
@@ -545,4 +618,57 @@ fn probe_schema() -> Result<iceberg::spec::Schema, Error> {
         ])
         .build()
         .map_err(|e| Error::internal(format!("cannot build the probe schema: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::segment_log::SegmentLogWriter;
+
+    fn config(segments: &Path) -> RegistrarConfig {
+        RegistrarConfig::builder()
+            .pipeline("p1")
+            .segments_dir(segments)
+            .dataset("telemetry")
+            .url("s3://bucket/prefix")
+            .catalog_uri("http://127.0.0.1:8181")
+            .namespace("ns")
+            .build()
+            .expect("valid")
+    }
+
+    #[test]
+    fn a_segment_catalog_that_does_not_exist_yet_is_warn_not_ok() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config(&dir.path().join("segments"));
+        let mut report = CheckReport::default();
+        check_segment_catalog(&config, &mut report);
+        let line = &report.lines[0];
+        assert_eq!(line.check, "segment catalog readable");
+        assert_eq!(line.verdict, Verdict::CannotTell, "{report}");
+        assert!(line.detail.starts_with("not known: "), "{report}");
+        assert!(line.detail.contains("does not exist yet"), "{report}");
+        assert!(line.to_string().starts_with("warn "), "{report}");
+        assert!(report.passed(), "a warn is not a failure");
+
+        // Once the parquet sink has created it, it is read: ok.
+        let mut writer = SegmentLogWriter::open(&config.source.catalog).expect("writer");
+        writer
+            .append(crate::protocol::segment_log::LogEntry::Uploaded {
+                dataset: "telemetry".into(),
+                segment_id: "seg-1".into(),
+                object_key: "telemetry/seg-1.parquet".into(),
+                file_size: 100,
+                row_count: 3,
+                uploaded_at_ms: 1_700_000_000_000,
+            })
+            .expect("append");
+        let mut report = CheckReport::default();
+        check_segment_catalog(&config, &mut report);
+        assert_eq!(report.lines[0].verdict, Verdict::Ok, "{report}");
+        assert!(
+            report.lines[0].detail.ends_with("1 records, 1 uploaded"),
+            "{report}"
+        );
+    }
 }

@@ -25,8 +25,8 @@ use ractor::ActorRef;
 
 use super::CommitterState;
 use super::pacing::{Fleet, LANE, LANE_MEMORY_MS, Pace, SLOT_MS, desired_slot};
-use crate::catalog::CommitError;
 use crate::catalog::commit_retry::{Failures, Next, after_failure, outcome_label};
+use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::CommitterMsg;
 use crate::protocol::segment::UploadedSegment;
@@ -593,18 +593,7 @@ impl CommitterState {
     }
 
     pub(super) fn table_missing(&self) -> Error {
-        let ctx = self.ctx();
-        Error::new(
-            ErrorCode::TableMissing,
-            format!(
-                "table {} does not exist in the catalog at {} (it was dropped while the registrar \
-                 ran, or never created); create it, or set create_table: true on sink {} to let \
-                 the registrar create it",
-                self.name,
-                crate::catalog::redacted_url(&ctx.config.catalog_uri),
-                ctx.config.id
-            ),
-        )
+        table_missing(&self.name, &self.ctx().config, true)
     }
 
     pub(super) async fn reload(
@@ -682,6 +671,29 @@ fn registrar_committed_since(metadata: &iceberg::spec::TableMetadata, since: Opt
     false
 }
 
+/// `sink.iceberg_table_missing` for `table`: where it was looked for (`catalog_uri` formats
+/// without credentials and query string) and the fix. `while_running`: it was there and is gone
+/// (dropped while the registrar ran), rather than absent when the committer started.
+pub(super) fn table_missing(
+    table: &TableName,
+    config: &crate::config::RegistrarConfig,
+    while_running: bool,
+) -> Error {
+    let how = if while_running {
+        " (it was dropped while the registrar ran, or never created)"
+    } else {
+        ""
+    };
+    Error::new(
+        ErrorCode::TableMissing,
+        format!(
+            "table {table} does not exist in the catalog at {}{how}; create it, or set \
+             create_table: true on sink {} to let the registrar create it",
+            config.catalog_uri, config.id
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -733,5 +745,41 @@ mod tests {
         // Bounded: a registrar snapshot beyond the look-back is not searched for.
         let long = WRITERS_LOOKBACK as i64 + 10;
         assert!(!registrar_committed_since(&chain(long, &[2]), Some(1)));
+    }
+
+    #[test]
+    fn a_missing_table_names_the_catalog_without_its_secrets() {
+        let config = crate::config::RegistrarConfig::builder()
+            .id("lake")
+            .pipeline("p1")
+            .segments_dir("/data/seg")
+            .dataset("telemetry")
+            .url("s3://bucket/prefix")
+            .catalog_uri("https://cat.example/api?secret=abc&x=y#frag")
+            .namespace("ns")
+            .build()
+            .expect("valid");
+        let table = TableName {
+            namespace: vec!["ns".into()],
+            name: "telemetry".into(),
+        };
+        for (while_running, says) in [(true, "dropped while the registrar ran"), (false, "")] {
+            let err = table_missing(&table, &config, while_running);
+            assert_eq!(err.code(), ErrorCode::TableMissing);
+            for text in [err.to_string(), format!("{err:?}")] {
+                assert!(
+                    text.contains(
+                        "table ns.telemetry does not exist in the catalog at \
+                                   https://cat.example/api"
+                    ),
+                    "{text}"
+                );
+                assert!(text.contains(says), "{text}");
+                assert!(text.contains("create_table: true on sink lake"), "{text}");
+                for secret in ["secret", "abc", "x=y", "frag"] {
+                    assert!(!text.contains(secret), "{secret} in {text}");
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! S3 credentials the catalog vends with the table (`catalog::access`): renewed by a reload
-//! shortly before they expire, and once more when S3 refuses them (a refusal of the fresh ones
-//! is `auth.failed`).
+//! S3 credentials the catalog vends with the table, or its remote signer (`catalog::access`):
+//! renewed by a reload shortly before they expire, and once more when S3 (or the signer) refuses
+//! them (a refusal of the fresh ones is `auth.failed`).
 
 use iceberg::table::Table;
 
@@ -49,6 +49,18 @@ impl CommitterState {
                 self.reloaded_for_refusal =
                     self.ctx().client.access(&self.name).map(|a| a.generation());
                 Ok(())
+            }
+            RefusalAction::Fatal if current.has_remote_signing() => {
+                Err(Error::auth_failed(format!(
+                    "table {}: S3 access through the catalog (its vended credentials or its remote \
+                 signer) was refused ({what}), and again after a reload; check that the \
+                 catalog's signer may sign for the table's location (the registrar's url must \
+                 lie inside it, and for writes inside the catalog's warehouse), that the keys \
+                 the catalog signs with may read and write there, and that store.endpoint / \
+                 store.region name the store the catalog signs for (the store section's keys \
+                 are not used while the catalog gives access)",
+                    self.name
+                )))
             }
             RefusalAction::Fatal => Err(Error::auth_failed(format!(
                 "table {}: S3 refused the credentials vended by the catalog for this table \

@@ -9,6 +9,7 @@ use ractor::ActorRef;
 use super::CommitterState;
 use super::batching::{FooterWindow, Held};
 use crate::error::{Error, ErrorCode, Result};
+use crate::io::store::S3Credentials;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest};
 use crate::runtime::retry::Op;
 use crate::table::quarantine::BadSegmentPolicy;
@@ -64,6 +65,11 @@ impl CommitterState {
                     Some(creds.footer_store(&ctx.config.store, bucket)?),
                     Some(generation),
                 ),
+                None if S3Credentials::of_store(&ctx.config.store) == S3Credentials::Missing => {
+                    // Nothing to read with: stop now, before any request (nothing ambient is
+                    // ever asked).
+                    return Err(self.no_s3_access(bucket));
+                }
                 None => (None, None),
             };
             p.read_requested = true;
@@ -81,6 +87,24 @@ impl CommitterState {
                 .map_err(|_| Error::internal("the footer pool has stopped"))?;
         }
         Ok(())
+    }
+
+    /// Why the table's segments cannot be read: `store` has no keys and the catalog gave
+    /// nothing for the table (or the table does not exist yet, so the catalog cannot).
+    fn no_s3_access(&self, bucket: &str) -> Error {
+        let why = crate::io::store::missing_credentials(bucket);
+        if self.table.is_none() {
+            Error::auth_failed(format!(
+                "table {} does not exist yet: the registrar creates it from its first segment's \
+                 footer, which is read (and the first metadata file written) before the catalog \
+                 knows the table, so the catalog cannot vend credentials or sign requests for \
+                 it yet; {why}. Or create the table first (at the registrar's table location), \
+                 after which the catalog's credentials or remote signing are used",
+                self.name
+            ))
+        } else {
+            Error::auth_failed(format!("table {}: {why}", self.name))
+        }
     }
 
     /// A footer read failed. S3 refusing vended credentials is answered by [`Self::vended_refused`]
@@ -115,12 +139,9 @@ impl CommitterState {
         let (Some(generation), ErrorCode::AuthFailed) = (generation, e.code()) else {
             return self.bad_segment(seq, e).await;
         };
-        let key = self
-            .pending
-            .get_mut(&seq)
-            .map(|p| p.segment.object_key.clone())
-            .unwrap_or_default();
-        self.vended_refused(generation, &format!("reading the footer of {key}"))
+        // The refusal's own words (S3's, or the signer's, naming the object) go into a final
+        // error.
+        self.vended_refused(generation, &format!("reading a footer: {}", e.message()))
             .await?;
         if let Some(p) = self.pending.get_mut(&seq) {
             p.read_requested = false;

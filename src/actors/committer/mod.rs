@@ -318,18 +318,7 @@ impl CommitterState {
             None if ctx.config.create_table => {
                 tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
             }
-            None => {
-                return Err(Error::new(
-                    ErrorCode::TableMissing,
-                    format!(
-                        "table {} does not exist in the catalog at {}; create it, or set \
-                         create_table: true on sink {} to let the registrar create it",
-                        self.name,
-                        crate::catalog::redacted_url(&ctx.config.catalog_uri),
-                        ctx.config.id
-                    ),
-                ));
-            }
+            None => return Err(commit::table_missing(&self.name, &ctx.config, false)),
         }
         self.initialised = true;
         // Ready as far as this table goes: it exists, or it will be created (/readyz).

@@ -43,10 +43,7 @@ impl std::fmt::Debug for TokenEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenEndpoint")
             .field("client_id", &self.credential.client_id)
-            .field(
-                "uri",
-                &crate::catalog::redacted_url(&self.credential.oauth2_server_uri),
-            )
+            .field("uri", &self.credential.oauth2_server_uri)
             .field("scope", &self.credential.scope)
             .finish_non_exhaustive()
     }
@@ -59,9 +56,14 @@ impl TokenEndpoint {
 
     /// Exchanges the client credentials for an access token, once (no retry here).
     pub async fn exchange(&self) -> Result<IssuedToken> {
-        let endpoint = self.credential.oauth2_server_uri.as_str().to_string();
+        let endpoint = self
+            .credential
+            .oauth2_server_uri
+            .expose()
+            .as_str()
+            .to_string();
         // What messages show: no query string (it may carry a secret).
-        let shown = crate::catalog::redacted_url(&self.credential.oauth2_server_uri);
+        let shown = self.credential.oauth2_server_uri.to_string();
         let token_url = TokenUrl::new(endpoint)
             .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {shown}: {e}")))?;
         let client = BasicClient::new(ClientId::new(self.credential.client_id.clone()))

@@ -22,12 +22,11 @@ use iceberg_catalog_rest::{
 };
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
-use url::Url;
 
 use crate::catalog::access::{TableAccess, VendedCredentials};
 use crate::catalog::auth::SharedTokenSource;
 use crate::catalog::outcome::{CallKind, StatusOutcome, classify_status};
-use crate::config::RetryPolicy;
+use crate::config::{RetryPolicy, SecretUrl};
 use crate::error::{Error, ErrorCode, Result};
 use crate::io::clients::S3Clients;
 use crate::runtime::retry::{Op, delay_for, note_retry};
@@ -40,7 +39,6 @@ pub const IDEMPOTENT_RESENDS: u32 = 3;
 
 pub use crate::catalog::table_name::TableName;
 use answer::Refs;
-pub use transport::redacted_url;
 use transport::{
     SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
     retry_after_of, status_error,
@@ -86,7 +84,9 @@ struct ConfigResponse {
 
 /// Settings the client is built from.
 pub struct RestClientSettings {
-    pub catalog_uri: Url,
+    /// `catalog_uri`: requests go to the whole URL (query string included), messages show it
+    /// redacted.
+    pub catalog_uri: SecretUrl,
     pub http: reqwest::Client,
     pub tokens: SharedTokenSource,
     /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's
@@ -126,12 +126,15 @@ struct Inner {
     /// location): what a commit built on that version is checked against (see `answer`).
     /// iceberg's `TableMetadata` does not list its refs.
     refs: Mutex<HashMap<TableName, (String, Arc<Refs>)>>,
+    /// `GET /v1/config`'s defaults and overrides, merged: remote signing may be switched on
+    /// there for every table (`catalog::access::SignerTarget`).
+    catalog_config: HashMap<String, String>,
 }
 
 impl std::fmt::Debug for RestClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestClient")
-            .field("base", &redacted_url(&self.inner.transport.base))
+            .field("base", &self.inner.transport.base)
             .field("prefix", &self.inner.transport.prefix)
             .field("sigv4", &self.inner.transport.sigv4.is_some())
             .finish_non_exhaustive()
@@ -142,7 +145,7 @@ impl RestClient {
     /// Connects: `GET /v1/config` (absorbing the server's `prefix` and whether it accepts
     /// idempotency keys). Fails fast on TLS and auth problems.
     pub async fn connect(settings: RestClientSettings) -> Result<RestClient> {
-        let mut base = settings.catalog_uri.clone();
+        let mut base = settings.catalog_uri.into_exposed();
         // A trailing slash would double up when segments are pushed.
         if base.path().ends_with('/') {
             let trimmed = base.path().trim_end_matches('/').to_string();
@@ -150,7 +153,7 @@ impl RestClient {
         }
         let mut inner = Inner {
             transport: Transport {
-                base,
+                base: base.into(),
                 http: settings.http,
                 tokens: settings.tokens,
                 prefix: None,
@@ -164,12 +167,17 @@ impl RestClient {
             vended: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),
             refs: Mutex::new(HashMap::new()),
+            catalog_config: HashMap::new(),
         };
-        let mut url = inner.transport.url(&["v1", "config"], false)?;
+        let mut url = inner
+            .transport
+            .url(&["v1", "config"], false)?
+            .into_exposed();
         if let Some(warehouse) = &settings.warehouse {
             // The server's defaults, overrides and prefix are those of this warehouse.
             url.query_pairs_mut().append_pair("warehouse", warehouse);
         }
+        let url = SecretUrl::new(url);
         let response = inner
             .transport
             .send(Method::GET, url, None, None)
@@ -182,6 +190,7 @@ impl RestClient {
         let mut merged = config.defaults;
         merged.extend(config.overrides);
         inner.transport.prefix = merged.get("prefix").cloned().filter(|p| !p.is_empty());
+        inner.catalog_config = merged;
         inner.idempotency_keys = config.idempotency_key_lifetime.is_some();
         tracing::debug!(
             prefix = ?inner.transport.prefix,
@@ -237,6 +246,8 @@ impl RestClient {
         let access = TableAccess::from_load(
             result.storage_credentials.as_deref(),
             &result.config,
+            &self.inner.catalog_config,
+            &|target| self.signer(target),
             generation,
             chrono::Utc::now().timestamp_millis(),
         );
@@ -245,13 +256,34 @@ impl RestClient {
         };
         match access {
             Some(access) => {
-                tracing::debug!(table = %table, generation, renew_at_ms = ?access.renew_at_ms(), "the catalog vended S3 credentials");
+                tracing::debug!(table = %table, generation, renew_at_ms = ?access.renew_at_ms(), remote_signing = access.has_remote_signing(), "the catalog gives S3 access for the table (vended credentials, remote signing)");
                 vended.insert(table.clone(), Arc::new(access));
             }
             None => {
                 vended.remove(table);
             }
         }
+    }
+
+    /// The S3 signer a table's config names, reached like the catalog (its HTTP client,
+    /// `catalog_headers` and token; see `catalog::signer`).
+    fn signer(
+        &self,
+        target: &crate::catalog::access::SignerTarget,
+    ) -> Arc<dyn crate::io::signer::RequestSigner> {
+        let transport = &self.inner.transport;
+        let mut catalog = transport.base.expose().clone();
+        catalog.set_query(None);
+        catalog.set_fragment(None);
+        Arc::new(crate::catalog::signer::CatalogSigner::new(
+            target.url(catalog.as_str()),
+            crate::catalog::signer::SignerHttp {
+                http: transport.http.clone(),
+                tokens: Arc::clone(&transport.tokens),
+                headers: transport.headers.clone(),
+                catalog_https: catalog.scheme() == "https",
+            },
+        ))
     }
 
     /// Keeps the refs of the version of `table` at `location` (forgets them when unknown).
@@ -569,7 +601,7 @@ impl RestClient {
         &self,
         table: &TableName,
         what: &str,
-        url: &Url,
+        url: &SecretUrl,
         body: &[u8],
         key: Option<&str>,
         built_on: Option<(&Table, &[TableUpdate])>,
@@ -649,5 +681,101 @@ impl RestClient {
         };
         self.remember_refs(table, &location, refs);
         Ok((metadata, location))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::auth::NoAuth;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A catalog on loopback that answers `GET /v1/config` and drops every other request
+    /// unanswered; the request lines it read, in order.
+    async fn config_only_catalog() -> (u16, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let line = text.lines().next().unwrap_or_default().to_string();
+                let config = line.contains("/v1/config");
+                lines.lock().expect("lines").push(line);
+                if config {
+                    let body = r#"{"defaults":{},"overrides":{}}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                }
+                // Anything else: dropped unanswered (an answer lost on the way).
+            }
+        });
+        (port, seen)
+    }
+
+    #[tokio::test]
+    async fn a_failed_load_names_the_catalog_redacted_and_requests_keep_the_query() {
+        let (port, seen) = config_only_catalog().await;
+        let catalog_uri: SecretUrl = format!("http://127.0.0.1:{port}/cat?secret=abc")
+            .parse()
+            .expect("url");
+        let client = RestClient::connect(RestClientSettings {
+            catalog_uri,
+            http: reqwest::Client::new(),
+            tokens: Arc::new(NoAuth),
+            storage_props: HashMap::new(),
+            retry: RetryPolicy::default(),
+            warehouse: Some("wh".into()),
+            headers: Vec::new(),
+            sigv4: None,
+        })
+        .await
+        .expect("connect");
+        let shown = format!("{client:?}");
+        assert!(shown.contains("/cat"), "{shown}");
+        assert!(!shown.contains("abc"), "{shown}");
+
+        let table = TableName {
+            namespace: vec!["ns".into()],
+            name: "t".into(),
+        };
+        let err = client.load_table(&table).await.expect_err("unanswered");
+        assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+        for text in [err.to_string(), format!("{err:?}")] {
+            assert!(
+                text.contains(&format!(
+                    "GET http://127.0.0.1:{port}/cat/v1/namespaces/ns/tables/t"
+                )),
+                "the redacted request URL: {text}"
+            );
+            assert!(!text.contains("abc"), "{text}");
+            assert!(!text.contains("secret"), "{text}");
+        }
+
+        // The catalog got the whole URL, query string included, on every request.
+        let lines = seen.lock().expect("lines").clone();
+        assert_eq!(
+            lines,
+            [
+                "GET /cat/v1/config?secret=abc&warehouse=wh HTTP/1.1",
+                "GET /cat/v1/namespaces/ns/tables/t?secret=abc HTTP/1.1",
+            ],
+            "{lines:?}"
+        );
     }
 }

@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 use reqwest::Method;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use url::Url;
 
 use crate::catalog::TableName;
 use crate::catalog::auth::{BearerToken, SharedTokenSource};
@@ -17,6 +16,7 @@ use crate::catalog::outcome::{
     CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
 };
 use crate::catalog::tls::{TlsFailure, error_chain_text, tls_cause};
+use crate::config::SecretUrl;
 use crate::error::{Error, ErrorCode, Result};
 use crate::runtime::retry::warn_if_slow;
 
@@ -62,7 +62,8 @@ pub(super) fn extra_headers(
 
 /// How requests reach the catalog. Owned by the client; shared by all its clones.
 pub(super) struct Transport {
-    pub(super) base: Url,
+    /// `catalog_uri` (without a trailing `/`): formats redacted, like every request URL here.
+    pub(super) base: SecretUrl,
     pub(super) http: reqwest::Client,
     pub(super) tokens: SharedTokenSource,
     /// The server's `prefix` (from `GET /v1/config`), put after `v1/` in every table URL.
@@ -74,33 +75,42 @@ pub(super) struct Transport {
 }
 
 impl Transport {
-    /// `{base}/v1/{prefix}/{segments...}`, each segment percent-encoded on its own (a multi-level
-    /// namespace travels as one segment joined by 0x1F).
-    pub(super) fn url(&self, segments: &[&str], prefixed: bool) -> Result<Url> {
-        let mut url = self.base.clone();
-        {
-            let mut path = url.path_segments_mut().map_err(|_| {
-                Error::config_invalid(format!(
-                    "catalog_uri {} cannot be a base URL",
-                    redacted_url(&self.base)
-                ))
-            })?;
-            if prefixed {
-                path.push("v1");
-                if let Some(prefix) = &self.prefix {
-                    for part in prefix.split('/').filter(|p| !p.is_empty()) {
-                        path.push(part);
-                    }
-                }
-                path.extend(segments);
-            } else {
-                path.extend(segments);
-            }
+    /// `{base}/v1/{prefix}/{segments...}`. The prefix is a path fragment the server chose and is
+    /// inserted as given (the REST spec's `{prefix}`): servers hand it out already
+    /// percent-encoded (Nessie: `main%7Cwarehouse`), so it must not be encoded again; only
+    /// characters that cannot stand in a path at all (a space, `?`, `#`) are escaped. Each
+    /// segment is percent-encoded on its own (a multi-level namespace travels as one segment
+    /// joined by 0x1F).
+    pub(super) fn url(&self, segments: &[&str], prefixed: bool) -> Result<SecretUrl> {
+        let mut url = self.base.expose().clone();
+        if url.cannot_be_a_base() {
+            return Err(Error::config_invalid(format!(
+                "catalog_uri {} cannot be a base URL",
+                self.base
+            )));
         }
-        Ok(url)
+        if prefixed {
+            let mut path = url.path().trim_end_matches('/').to_string();
+            path.push_str("/v1");
+            if let Some(prefix) = &self.prefix {
+                for part in prefix.split('/').filter(|p| !p.is_empty()) {
+                    path.push('/');
+                    path.push_str(part);
+                }
+            }
+            // `set_path` escapes what a path cannot hold and leaves `%` escapes alone.
+            url.set_path(&path);
+        }
+        url.path_segments_mut()
+            .map_err(|_| {
+                Error::config_invalid(format!("catalog_uri {} cannot be a base URL", self.base))
+            })?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url.into())
     }
 
-    pub(super) fn table_url(&self, table: &TableName) -> Result<Url> {
+    pub(super) fn table_url(&self, table: &TableName) -> Result<SecretUrl> {
         let ns = table.namespace.join("\u{1f}");
         self.url(&["namespaces", &ns, "tables", &table.name], true)
     }
@@ -113,7 +123,7 @@ impl Transport {
     pub(super) async fn send(
         &self,
         method: Method,
-        url: Url,
+        url: SecretUrl,
         body: Option<Vec<u8>>,
         idempotency_key: Option<&str>,
     ) -> std::result::Result<reqwest::Response, SendFailure> {
@@ -122,7 +132,7 @@ impl Transport {
         loop {
             let mut request = self
                 .http
-                .request(method.clone(), url.clone())
+                .request(method.clone(), url.expose().clone())
                 .header("X-Client-Version", "0.14.1")
                 .header(
                     reqwest::header::USER_AGENT,
@@ -148,8 +158,7 @@ impl Transport {
             }
             let mut request = request.build().map_err(|e| {
                 SendFailure::Fatal(Error::internal(format!(
-                    "cannot build the catalog request {method} {}: {}",
-                    redacted_url(&url),
+                    "cannot build the catalog request {method} {url}: {}",
                     error_chain_text(&e.without_url())
                 )))
             })?;
@@ -157,7 +166,7 @@ impl Transport {
                 crate::catalog::sigv4::sign_request(&mut request, credential, SystemTime::now())
                     .map_err(SendFailure::Fatal)?;
             }
-            let target = format!("{method} {}", url.path());
+            let target = format!("{method} {}", url.expose().path());
             let response = warn_if_slow(
                 format!("the catalog ({target})"),
                 self.http.execute(request),
@@ -224,9 +233,9 @@ fn classify_token_error(e: Error) -> SendFailure {
 /// Sorts a transport error by what it means for the request: never sent, outcome unknown, or a
 /// TLS failure that retrying cannot fix. The URL is stripped from the error first: reqwest's
 /// message quotes it whole, query string (which may hold a token) included.
-fn classify_transport_error(err: reqwest::Error, method: &str, url: &Url) -> SendFailure {
+fn classify_transport_error(err: reqwest::Error, method: &str, url: &SecretUrl) -> SendFailure {
     let err = err.without_url();
-    let target = format!("{method} {}", redacted_url(url));
+    let target = format!("{method} {url}");
     if let Some(tls) = tls_cause(&err) {
         return SendFailure::Fatal(match tls {
             TlsFailure::ServerNotTrusted(cause) => Error::config_invalid(format!(
@@ -260,16 +269,6 @@ fn classify_transport_error(err: reqwest::Error, method: &str, url: &Url) -> Sen
                 .with_retry_hint(cause, None),
         )
     }
-}
-
-/// A URL fit for logs and errors: no user, password or query string (where tokens travel).
-pub fn redacted_url(url: &Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_password(None);
-    let _ = u.set_username("");
-    u.set_query(None);
-    u.set_fragment(None);
-    u.to_string()
 }
 
 /// The `Retry-After` header of a response, if it has a usable one.
@@ -416,18 +415,55 @@ mod tests {
             name: "t?x".into(),
         };
         assert_eq!(
-            t.table_url(&table).expect("url").as_str(),
+            t.table_url(&table).expect("url").expose().as_str(),
             "https://cat.example/api/v1/warehouses/wh%201/namespaces/a%1Fb%2Fc/tables/t%3Fx"
         );
         // Unprefixed paths (GET /v1/config) ignore the prefix.
         assert_eq!(
-            t.url(&["v1", "config"], false).expect("url").as_str(),
+            t.url(&["v1", "config"], false)
+                .expect("url")
+                .expose()
+                .as_str(),
             "https://cat.example/api/v1/config"
         );
         let bare = transport("https://cat.example", None);
         assert_eq!(
-            bare.url(&["namespaces"], true).expect("url").as_str(),
+            bare.url(&["namespaces"], true)
+                .expect("url")
+                .expose()
+                .as_str(),
             "https://cat.example/v1/namespaces"
+        );
+    }
+
+    #[test]
+    fn an_encoded_prefix_is_inserted_verbatim() {
+        let table = TableName {
+            namespace: vec!["a".into(), "b/c".into()],
+            name: "t?x".into(),
+        };
+        // A prefix the server sent percent-encoded goes in as it came (not `%257C`).
+        let nessie = transport("http://127.0.0.1:19120/iceberg/", Some("main%7Cwarehouse"));
+        assert_eq!(
+            nessie.table_url(&table).expect("url").expose().as_str(),
+            "http://127.0.0.1:19120/iceberg/v1/main%7Cwarehouse/namespaces/a%1Fb%2Fc/tables/t%3Fx"
+        );
+        assert_eq!(
+            nessie
+                .url(&["v1", "config"], false)
+                .expect("url")
+                .expose()
+                .as_str(),
+            "http://127.0.0.1:19120/iceberg/v1/config"
+        );
+        // Odd characters a path cannot hold are still escaped, once.
+        let odd = transport("https://cat.example/", Some("wh 1/a%2Fb"));
+        assert_eq!(
+            odd.url(&["namespaces"], true)
+                .expect("url")
+                .expose()
+                .as_str(),
+            "https://cat.example/v1/wh%201/a%2Fb/namespaces"
         );
     }
 
@@ -440,13 +476,24 @@ mod tests {
 
     #[test]
     fn logged_urls_lose_credentials_and_query_strings() {
-        let url: Url = "https://user:pw@cat.example/v1/x?token=abc#frag"
-            .parse()
-            .expect("url");
-        let shown = redacted_url(&url);
-        assert_eq!(shown, "https://cat.example/v1/x");
-        for secret in ["user", "pw", "abc", "frag"] {
-            assert!(!shown.contains(secret), "{shown}");
+        // A catalog_uri with credentials and a token in its query: every request URL built on
+        // it is sent with the query and formats without either.
+        let t = transport("https://user:pw@cat.example/api?token=abc#frag", Some("wh"));
+        let table = TableName {
+            namespace: vec!["ns".into()],
+            name: "t".into(),
+        };
+        let url = t.table_url(&table).expect("url");
+        assert_eq!(url.expose().query(), Some("token=abc"));
+        assert_eq!(url.expose().path(), "/api/v1/wh/namespaces/ns/tables/t");
+        for shown in [url.to_string(), format!("{url:?}")] {
+            assert!(
+                shown.contains("https://cat.example/api/v1/wh/namespaces/ns/tables/t"),
+                "{shown}"
+            );
+            for secret in ["user", "pw", "token", "abc", "frag"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
         }
     }
 
@@ -535,11 +582,11 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_was_never_sent() {
         // Port 1 on loopback: nothing listens there.
-        let url: Url = "http://127.0.0.1:1/v1/config?token=abc"
+        let url: SecretUrl = "http://127.0.0.1:1/v1/config?token=abc"
             .parse()
             .expect("url");
         let err = reqwest::Client::new()
-            .get(url.clone())
+            .get(url.expose().clone())
             .send()
             .await
             .expect_err("refused");
