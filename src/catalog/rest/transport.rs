@@ -74,29 +74,41 @@ pub(super) struct Transport {
 }
 
 impl Transport {
-    /// `{base}/v1/{prefix}/{segments...}`, each segment percent-encoded on its own (a multi-level
-    /// namespace travels as one segment joined by 0x1F).
+    /// `{base}/v1/{prefix}/{segments...}`. The prefix is a path fragment the server chose and is
+    /// inserted as given (the REST spec's `{prefix}`): servers hand it out already
+    /// percent-encoded (Nessie: `main%7Cwarehouse`), so it must not be encoded again; only
+    /// characters that cannot stand in a path at all (a space, `?`, `#`) are escaped. Each
+    /// segment is percent-encoded on its own (a multi-level namespace travels as one segment
+    /// joined by 0x1F).
     pub(super) fn url(&self, segments: &[&str], prefixed: bool) -> Result<Url> {
         let mut url = self.base.clone();
-        {
-            let mut path = url.path_segments_mut().map_err(|_| {
+        if url.cannot_be_a_base() {
+            return Err(Error::config_invalid(format!(
+                "catalog_uri {} cannot be a base URL",
+                redacted_url(&self.base)
+            )));
+        }
+        if prefixed {
+            let mut path = url.path().trim_end_matches('/').to_string();
+            path.push_str("/v1");
+            if let Some(prefix) = &self.prefix {
+                for part in prefix.split('/').filter(|p| !p.is_empty()) {
+                    path.push('/');
+                    path.push_str(part);
+                }
+            }
+            // `set_path` escapes what a path cannot hold and leaves `%` escapes alone.
+            url.set_path(&path);
+        }
+        url.path_segments_mut()
+            .map_err(|_| {
                 Error::config_invalid(format!(
                     "catalog_uri {} cannot be a base URL",
                     redacted_url(&self.base)
                 ))
-            })?;
-            if prefixed {
-                path.push("v1");
-                if let Some(prefix) = &self.prefix {
-                    for part in prefix.split('/').filter(|p| !p.is_empty()) {
-                        path.push(part);
-                    }
-                }
-                path.extend(segments);
-            } else {
-                path.extend(segments);
-            }
-        }
+            })?
+            .pop_if_empty()
+            .extend(segments);
         Ok(url)
     }
 
@@ -428,6 +440,30 @@ mod tests {
         assert_eq!(
             bare.url(&["namespaces"], true).expect("url").as_str(),
             "https://cat.example/v1/namespaces"
+        );
+    }
+
+    #[test]
+    fn an_encoded_prefix_is_inserted_verbatim() {
+        let table = TableName {
+            namespace: vec!["a".into(), "b/c".into()],
+            name: "t?x".into(),
+        };
+        // A prefix the server sent percent-encoded goes in as it came (not `%257C`).
+        let nessie = transport("http://127.0.0.1:19120/iceberg/", Some("main%7Cwarehouse"));
+        assert_eq!(
+            nessie.table_url(&table).expect("url").as_str(),
+            "http://127.0.0.1:19120/iceberg/v1/main%7Cwarehouse/namespaces/a%1Fb%2Fc/tables/t%3Fx"
+        );
+        assert_eq!(
+            nessie.url(&["v1", "config"], false).expect("url").as_str(),
+            "http://127.0.0.1:19120/iceberg/v1/config"
+        );
+        // Odd characters a path cannot hold are still escaped, once.
+        let odd = transport("https://cat.example/", Some("wh 1/a%2Fb"));
+        assert_eq!(
+            odd.url(&["namespaces"], true).expect("url").as_str(),
+            "https://cat.example/v1/wh%201/a%2Fb/namespaces"
         );
     }
 
