@@ -36,6 +36,9 @@ pub enum ErrorCode {
     /// A segment's rows do not fall into exactly one partition of its partitioned table (or the
     /// footer lacks the exact statistics to tell): it is never registered under a guessed one.
     PartitionMismatch,
+    /// The catalog created the table with field IDs or a partition spec other than the files'
+    /// (it renumbered them) and would not take them back: nothing is registered into it.
+    FieldIdsRenumbered,
     /// An embedded feed delivered a segment out of catalog order.
     FeedOutOfOrder,
     /// The quarantine file (`on_bad_segment: quarantine`) cannot be read or written.
@@ -62,6 +65,7 @@ impl ErrorCode {
             ErrorCode::CatalogRejected => "sink.iceberg_catalog_rejected",
             ErrorCode::TableUnsupported => "sink.iceberg_table_unsupported",
             ErrorCode::PartitionMismatch => "sink.iceberg_partition_mismatch",
+            ErrorCode::FieldIdsRenumbered => "sink.iceberg_field_ids_renumbered",
             ErrorCode::FeedOutOfOrder => "feed.out_of_order",
             ErrorCode::QuarantineFailed => "quarantine.failed",
             ErrorCode::Unavailable => "sink.iceberg_unavailable",

@@ -157,6 +157,7 @@ impl Registrar {
             &config.retry,
             &mut waiting,
             "connecting to the catalog",
+            None,
             || connect_with(&config, http.clone(), tokens.source.clone()),
         )
         .await?

@@ -106,7 +106,7 @@ impl Actor for FooterReader {
         let mut shutdown = ctx.shutdown.clone();
         let started = std::time::Instant::now();
         let what = format!("reading the footer of {}", request.object_key);
-        let result = retry_transient(Op::Footer, ctx.retry(), &mut shutdown, &what, || {
+        let result = retry_transient(Op::Footer, ctx.retry(), &mut shutdown, &what, None, || {
             read_footer(
                 request.store.as_ref().unwrap_or(&ctx.store).as_ref(),
                 &ctx.config.url.bucket,

@@ -25,7 +25,7 @@ use crate::catalog::commit_retry::{Failures, Next, after_failure};
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
-use crate::runtime::retry::{Op, retry_transient};
+use crate::runtime::retry::{Op, ReportTo, retry_transient};
 use crate::table::create::create_table;
 use crate::table::partition;
 use crate::table::schema::convert::file_schema;
@@ -98,6 +98,7 @@ async fn reconcile(
     // the committer must adopt it even when the file then needs no change.
     let mut latest: Option<Table> = None;
     let mut failures = Failures::default();
+    let table_name = name.to_string();
     let mut metadata = match current {
         Some(m) => {
             warn_if_partition_by_ignored(ctx, name, &m);
@@ -118,6 +119,10 @@ async fn reconcile(
                 ctx.retry(),
                 &mut shutdown,
                 "creating the table",
+                Some(ReportTo {
+                    board: &ctx.status,
+                    table: &table_name,
+                }),
                 || {
                     create_table(
                         &ctx.client,
@@ -222,6 +227,10 @@ async fn reconcile(
             ctx.retry(),
             &mut shutdown,
             "reloading the table",
+            Some(ReportTo {
+                board: &ctx.status,
+                table: &table_name,
+            }),
             || ctx.client.load_table(name),
         )
         .await?

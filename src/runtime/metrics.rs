@@ -251,6 +251,23 @@ pub const METRICS: &[MetricDoc] = &[
          the bucket is failing.",
     ),
     doc(
+        "thadam_iceberg_catalog_server_errors_total",
+        Kind::Counter,
+        &["op"],
+        None,
+        "Catalog answers with a server error (500, or a 5xx without a meaning of its own) to \
+         requests other than commits (load, create, config), each logged as an ERROR and \
+         making /readyz answer 503 while it lasts; retried with backoff.",
+    ),
+    doc(
+        "thadam_iceberg_snapshot_retention_refused_total",
+        Kind::Counter,
+        &["table"],
+        None,
+        "The catalog refused remove-snapshots (snapshot_retention) and the same append without \
+         the removal landed: retention is off for that table from then on.",
+    ),
+    doc(
         "thadam_iceberg_fatal_errors_total",
         Kind::Counter,
         &["code"],

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::config::RetryPolicy;
 use crate::error::{Error, Result};
 use crate::runtime::shutdown::Shutdown;
+use crate::runtime::status::StatusBoard;
 
 /// When an operation that keeps failing, or one request that has not answered, is worth a
 /// warning. 30 s: longer than any healthy catalog call or footer read (sub-second), longer than
@@ -96,14 +97,57 @@ pub async fn warn_if_slow<F: Future>(what: impl Display, fut: F) -> F::Output {
     fut.await
 }
 
+/// Whether a transient error is the catalog answering with a server error (500 and the 5xx
+/// without a meaning of their own) rather than an outage (a refused connection, a timeout, a
+/// 502/503/504 from a gateway): such an answer often repeats until someone acts (a catalog
+/// that cannot parse what it was sent, a broken backend), so it is shown at once.
+pub fn is_server_error(error: &Error) -> bool {
+    matches!(error.retry_cause(), "status_500" | "status_5xx")
+}
+
+/// The table a retried catalog request is for: while the catalog answers it with a server
+/// error, the table's entry says so (`TableStatus::catalog_error`) and `/readyz` answers 503.
+#[derive(Clone, Copy)]
+pub struct ReportTo<'a> {
+    pub board: &'a StatusBoard,
+    pub table: &'a str,
+}
+
 /// Runs `op` until it succeeds, fails with a non-transient error, or shutdown is requested
 /// (`Ok(None)`). Transient errors are logged with `what`, counted under `kind`, and retried after
-/// their `Retry-After` or `policy.delay(n)`.
+/// their `Retry-After` or `policy.delay(n)`. A server error ([`is_server_error`]) is also logged
+/// as an ERROR with the catalog's message (again whenever the message changes), counted in
+/// `thadam_iceberg_catalog_server_errors_total{op}`, and reported to `report`'s table until the
+/// operation ends.
 pub async fn retry_transient<T, F, Fut>(
     kind: Op,
     policy: &RetryPolicy,
     shutdown: &mut Shutdown,
     what: &str,
+    report: Option<ReportTo<'_>>,
+    op: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut server_error: Option<String> = None;
+    let result = retry_loop(kind, policy, shutdown, what, report, &mut server_error, op).await;
+    if let (Some(report), Some(_)) = (report, server_error) {
+        report
+            .board
+            .update(report.table, |t| t.catalog_error = None);
+    }
+    result
+}
+
+async fn retry_loop<T, F, Fut>(
+    kind: Op,
+    policy: &RetryPolicy,
+    shutdown: &mut Shutdown,
+    what: &str,
+    report: Option<ReportTo<'_>>,
+    server_error: &mut Option<String>,
     mut op: F,
 ) -> Result<Option<T>>
 where
@@ -135,6 +179,9 @@ where
                 let since = *failing_since.get_or_insert_with(Instant::now);
                 note_retry(kind, &e, since, &mut warned, what);
                 let delay = delay_for(policy, attempt, &e);
+                if is_server_error(&e) {
+                    note_server_error(kind, &e, what, report, server_error);
+                }
                 tracing::warn!(attempt, ?delay, "{what} failed, retrying: {e}");
                 attempt = attempt.saturating_add(1);
                 if !shutdown.sleep(delay).await {
@@ -144,6 +191,35 @@ where
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Counts a server error, logs it as an ERROR when its message is new, and reports it to the
+/// table.
+fn note_server_error(
+    kind: Op,
+    error: &Error,
+    what: &str,
+    report: Option<ReportTo<'_>>,
+    last: &mut Option<String>,
+) {
+    metrics::counter!("thadam_iceberg_catalog_server_errors_total", "op" => kind.as_str())
+        .increment(1);
+    let text = error.to_string();
+    if last.as_deref() == Some(text.as_str()) {
+        return;
+    }
+    tracing::error!(
+        op = kind.as_str(),
+        "{what}: the catalog answers with a server error, which is retried with backoff but \
+         rarely goes away on its own; look at the catalog's log for its cause: {error}"
+    );
+    if let Some(report) = report {
+        let shown = text.clone();
+        report
+            .board
+            .update(report.table, |t| t.catalog_error = Some(shown));
+    }
+    *last = Some(text);
 }
 
 /// The delay before the next attempt: the server's `Retry-After` when it sent one, capped by
@@ -173,5 +249,55 @@ mod tests {
             next_delay(backoff, Some(Duration::from_secs(3600)), max),
             max
         );
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_reported_to_its_table_until_the_request_succeeds() {
+        let board = StatusBoard::default();
+        let policy = RetryPolicy {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(2),
+            ..RetryPolicy::default()
+        };
+        let (_stop, mut shutdown) = crate::runtime::shutdown::channel();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let mut calls = 0;
+        let result = retry_transient(
+            Op::Create,
+            &policy,
+            &mut shutdown,
+            "create table ns.t",
+            Some(ReportTo {
+                board: &board,
+                table: "ns.t",
+            }),
+            || {
+                calls += 1;
+                seen.lock()
+                    .expect("lock")
+                    .push(board.snapshot().tables.get("ns.t").and_then(|t| t.catalog_error.clone()));
+                let answer = match calls {
+                    1 => Err(Error::unavailable("create: the catalog answered 500: boom")
+                        .with_retry_hint("status_500", None)),
+                    2 => Err(Error::unavailable("create: connection refused")
+                        .with_retry_hint("connect", None)),
+                    _ => Ok(7),
+                };
+                async move { answer }
+            },
+        )
+        .await;
+        assert_eq!(result.expect("ok"), Some(7));
+        let seen = seen.into_inner().expect("lock");
+        assert_eq!(seen[0], None);
+        assert!(seen[1].as_deref().is_some_and(|e| e.contains("boom")), "{seen:?}");
+        assert!(seen[2].is_some(), "an outage meanwhile does not clear it");
+        assert_eq!(board.snapshot().tables["ns.t"].catalog_error, None, "cleared on success");
+        assert!(is_server_error(
+            &Error::unavailable("x").with_retry_hint("status_5xx", None)
+        ));
+        for cause in ["status_502", "status_503", "status_504", "connect", "timeout"] {
+            assert!(!is_server_error(&Error::unavailable("x").with_retry_hint(cause, None)));
+        }
     }
 }

@@ -55,6 +55,10 @@ pub struct TableStatus {
     /// wait. `None` while nothing waits. A table whose commits keep failing (a registrar starved
     /// by other writers) shows here, as a node that never committed at all does.
     pub waiting_since_ms: Option<u64>,
+    /// Set while the catalog answers a request for this table other than a commit (create,
+    /// register, load, namespace) with a server error (500): the error with the catalog's
+    /// message. Retried with backoff, but the registrar is not ready meanwhile.
+    pub catalog_error: Option<String>,
     /// Set when this table alone was stopped by a non-transient error about it
     /// (`on_bad_segment: quarantine`; the other tables go on): the error, with its code.
     pub stopped: Option<String>,
@@ -124,6 +128,19 @@ impl RegistrarStatus {
             .collect();
         if !stopped.is_empty() {
             return Err(stopped.join("; "));
+        }
+        let server_errors: Vec<String> = self
+            .tables
+            .iter()
+            .filter_map(|(name, t)| {
+                let error = t.catalog_error.as_deref()?;
+                Some(format!(
+                    "table {name}: the catalog answers with a server error (retried): {error}"
+                ))
+            })
+            .collect();
+        if !server_errors.is_empty() {
+            return Err(server_errors.join("; "));
         }
         let pending: Vec<&str> = self
             .tables
@@ -398,5 +415,20 @@ mod tests {
         board.set_fatal("auth.failed: nope".to_string());
         let why = board.snapshot().readiness().expect_err("fatal");
         assert!(why.contains("auth.failed"), "{why}");
+    }
+
+    #[test]
+    fn a_catalog_server_error_makes_the_registrar_unready_at_once() {
+        let board = StatusBoard::default();
+        board.set_catalog_ok();
+        board.set_unready_after(Duration::from_secs(300), Duration::ZERO);
+        board.update("ns.t", |t| t.resolved = true);
+        board.update("ns.t", |t| {
+            t.catalog_error = Some("sink.iceberg_unavailable: create: 500 Internal".into())
+        });
+        let why = board.snapshot().readiness().expect_err("server error");
+        assert!(why.contains("ns.t") && why.contains("500 Internal"), "{why}");
+        board.update("ns.t", |t| t.catalog_error = None);
+        assert_eq!(board.snapshot().readiness(), Ok(()));
     }
 }

@@ -12,6 +12,14 @@
 //!   `assert-create` requirement creates the table from the authored metadata as a list of
 //!   updates, the way Java's create transactions do. Servers apply `add-schema` as given, so the
 //!   IDs survive. Data files stay where the shipper put them, registered by absolute URI.
+//!
+//! Either way the table the catalog answers with is checked against the files
+//! ([`renumbering`]): some catalogs assign fresh IDs to a new table's first schema whatever the
+//! request says (Project Nessie 0.99.0 does, in a create transaction). A table the registrar
+//! just created, with no snapshot yet, is then given the files' schema and spec back in one
+//! more commit (later schemas keep their IDs on such catalogs); if the catalog renumbers that
+//! too, the registrar stops with `sink.iceberg_field_ids_renumbered` and registers nothing: a
+//! table whose IDs differ from its files' reads as nulls or as the wrong columns in every engine.
 
 use std::collections::HashMap;
 
@@ -105,6 +113,107 @@ pub fn initial_metadata(
         .map_err(|e| Error::internal(format!("the authored table metadata is not valid: {e}")))
 }
 
+/// The bytes of a first metadata file, in Java's conventions: iceberg-rust leaves
+/// `current-snapshot-id` out of a table without snapshots, while Java writes `-1` and strict
+/// parsers require the field (Project Nessie's `register` answers 500 "Cannot build
+/// IcebergTableMetadata, some of required attributes are not set [currentSnapshotId]"). The
+/// lists and maps Java always writes are written too, empty.
+pub fn metadata_file_bytes(metadata: &TableMetadata) -> Result<Vec<u8>> {
+    let mut document = serde_json::to_value(metadata)
+        .map_err(|e| Error::internal(format!("cannot encode table metadata: {e}")))?;
+    if let Some(fields) = document.as_object_mut() {
+        fields
+            .entry("current-snapshot-id")
+            .or_insert_with(|| json!(-1));
+        for (key, empty) in [
+            ("snapshots", json!([])),
+            ("snapshot-log", json!([])),
+            ("metadata-log", json!([])),
+            ("refs", json!({})),
+            ("statistics", json!([])),
+            ("partition-statistics", json!([])),
+        ] {
+            fields.entry(key).or_insert(empty);
+        }
+    }
+    serde_json::to_vec(&document)
+        .map_err(|e| Error::internal(format!("cannot encode table metadata: {e}")))
+}
+
+/// How the table a catalog created differs from what the registrar asked for (`authored`):
+/// `None` when its current schema carries the files' field IDs (names, types and nesting) and
+/// its default spec partitions by the same source IDs and transforms. Otherwise a sentence
+/// naming each column whose ID moved, for the error.
+pub fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<String> {
+    let (want, got) = (authored.current_schema(), created.current_schema());
+    let mut differences = Vec::new();
+    if want.as_struct() != got.as_struct() {
+        let mut ids: Vec<(&i32, &String)> = want.field_id_to_name_map().iter().collect();
+        ids.sort();
+        for (id, name) in ids {
+            match got.field_id_by_name(name) {
+                Some(other) if other == *id => {}
+                Some(other) => differences.push(format!("{name}: file ID {id}, table ID {other}")),
+                None => differences.push(format!("{name}: file ID {id}, not in the table")),
+            }
+        }
+        if differences.is_empty() {
+            differences.push("the schema differs in types or nesting".to_string());
+        }
+    }
+    let terms = |spec: &iceberg::spec::PartitionSpec| -> Vec<(i32, String)> {
+        spec.fields()
+            .iter()
+            .map(|f| (f.source_id, f.transform.to_string()))
+            .collect()
+    };
+    let (want_spec, got_spec) = (
+        terms(authored.default_partition_spec()),
+        terms(created.default_partition_spec()),
+    );
+    if want_spec != got_spec {
+        differences.push(format!(
+            "partition spec by (source ID, transform) {want_spec:?}, table has {got_spec:?}"
+        ));
+    }
+    (!differences.is_empty()).then(|| differences.join("; "))
+}
+
+/// The updates that give a table the registrar just created, with no snapshot yet, the files'
+/// schema and spec back after the catalog renumbered them: the authored schema and spec added
+/// under fresh IDs and made current. Catalogs that renumber only a new table's first schema
+/// keep these as given.
+pub fn restoring_updates(authored: &TableMetadata, created: &TableMetadata) -> Result<Vec<TableUpdate>> {
+    let schema_id = created.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1;
+    let spec_id = created
+        .partition_specs_iter()
+        .map(|s| s.spec_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let schema = authored
+        .current_schema()
+        .as_ref()
+        .clone()
+        .into_builder()
+        .with_schema_id(schema_id)
+        .build()
+        .map_err(|e| Error::internal(format!("cannot rebuild the files' schema: {e}")))?;
+    Ok(vec![
+        TableUpdate::AddSchema { schema },
+        TableUpdate::SetCurrentSchema { schema_id: -1 },
+        TableUpdate::AddSpec {
+            spec: authored
+                .default_partition_spec()
+                .as_ref()
+                .clone()
+                .into_unbound()
+                .with_spec_id(spec_id),
+        },
+        TableUpdate::SetDefaultSpec { spec_id: -1 },
+    ])
+}
+
 /// The updates that build `metadata` from nothing, at `location` (the catalog's choice, which
 /// replaces the one the metadata was authored with), in the order Java's `TableMetadata` lists
 /// the changes of a new table: a spec binds to the current schema, so the schema comes first.
@@ -158,9 +267,12 @@ pub async fn create_table(
     let metadata = initial_metadata(schema, shipper_location, properties, partition_by)?;
     client.ensure_namespace(&table.namespace).await?;
     let created = match placement {
-        TableLocation::Shipper => register_at_shipper_location(client, table, metadata).await?,
-        TableLocation::Catalog => create_where_catalog_says(client, table, metadata).await?,
+        TableLocation::Shipper => {
+            register_at_shipper_location(client, table, metadata.clone()).await?
+        }
+        TableLocation::Catalog => create_where_catalog_says(client, table, metadata.clone()).await?,
     };
+    let created = keep_the_files_ids(client, table, &metadata, created).await?;
     tracing::info!(
         table = %table,
         location = %created.metadata().location(),
@@ -171,6 +283,81 @@ pub async fn create_table(
         "created table with the segment's field IDs"
     );
     Ok(created)
+}
+
+/// Checks the table a create answered with against the authored metadata (see
+/// [`renumbering`]). A table someone else created meanwhile (another UUID) is returned as it
+/// is: the schema merger judges it like any existing table. Ours, renumbered and still without
+/// a snapshot, gets the files' schema and spec back in one commit, checked again.
+async fn keep_the_files_ids(
+    client: &RestClient,
+    table: &TableName,
+    authored: &TableMetadata,
+    created: Table,
+) -> Result<Table> {
+    let ours = created.metadata().uuid() == authored.uuid();
+    let Some(how) = renumbering(authored, created.metadata()) else {
+        return Ok(created);
+    };
+    if !ours {
+        return Ok(created);
+    }
+    let refused = |detail: String| {
+        Error::new(
+            ErrorCode::FieldIdsRenumbered,
+            format!(
+                "the catalog created table {table} with field IDs other than its files' \
+                 ({detail}) and did not take the files' IDs back; nothing was registered. A table \
+                 whose IDs differ from its files' reads as nulls or as the wrong columns. Drop \
+                 the empty table and create it with table_location: shipper (the registrar \
+                 writes the metadata and registers it, which catalogs keep as written), or \
+                 create it yourself with the files' field IDs"
+            ),
+        )
+    };
+    if created.metadata().current_snapshot().is_some() {
+        return Err(refused(how));
+    }
+    tracing::warn!(
+        table = %table,
+        "the catalog renumbered the new table's field IDs ({how}); giving it the files' schema \
+         and partition spec back"
+    );
+    let current = created.metadata();
+    let requirements = vec![
+        TableRequirement::UuidMatch {
+            uuid: current.uuid(),
+        },
+        TableRequirement::CurrentSchemaIdMatch {
+            current_schema_id: current.current_schema_id(),
+        },
+        TableRequirement::LastAssignedFieldIdMatch {
+            last_assigned_field_id: current.last_column_id(),
+        },
+        TableRequirement::DefaultSpecIdMatch {
+            default_spec_id: current.default_partition_spec_id(),
+        },
+    ];
+    let updates = restoring_updates(authored, current)?;
+    let restored = match client
+        .commit(table, requirements, updates, None, None)
+        .await
+    {
+        Ok(restored) => restored,
+        Err(CommitError::Fatal(e)) => return Err(refused(format!("{how}; the catalog refused the fix: {e}"))),
+        // A conflict or a lost answer: the table as it is now decides.
+        Err(CommitError::Conflict(_) | CommitError::Unknown(_) | CommitError::NotApplied(_)) => {
+            client.load_table(table).await?.ok_or_else(|| {
+                Error::unavailable(format!(
+                    "table {table} disappeared right after it was created; retrying"
+                ))
+            })?
+        }
+    };
+    match renumbering(authored, restored.metadata()) {
+        None => Ok(restored),
+        Some(still) => Err(refused(still)),
+    }
 }
 
 /// What to tell a user whose catalog refused the shipper's location.
@@ -191,8 +378,7 @@ async fn register_at_shipper_location(
         location.trim_end_matches('/'),
         uuid::Uuid::new_v4()
     );
-    let bytes = serde_json::to_vec(&metadata)
-        .map_err(|e| Error::internal(format!("cannot encode table metadata: {e}")))?;
+    let bytes = metadata_file_bytes(&metadata)?;
     let file_io = client.file_io(HashMap::new());
     file_io
         .new_output(&path)
@@ -359,5 +545,74 @@ mod tests {
         assert_eq!(json[8]["location"], "s3://warehouse/ns/t");
         assert_eq!(json[9]["updates"]["k"], "v");
         assert_eq!(json[1]["format-version"], 2);
+    }
+
+    fn metadata(schema: &Schema, partition_by: &[PartitionTerm]) -> TableMetadata {
+        initial_metadata(schema, "s3://warehouse/ns/t", HashMap::new(), partition_by)
+            .expect("metadata")
+    }
+
+    #[test]
+    fn a_first_metadata_file_says_there_is_no_current_snapshot() {
+        let bytes = metadata_file_bytes(&metadata(&schema(), &[])).expect("bytes");
+        let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(json["current-snapshot-id"], -1, "Java's convention; Nessie requires it");
+        assert_eq!(json["snapshots"], json!([]));
+        assert_eq!(json["refs"], json!({}));
+        let ids: Vec<i64> = json["schemas"][0]["fields"]
+            .as_array()
+            .expect("fields")
+            .iter()
+            .map(|f| f["id"].as_i64().expect("id"))
+            .collect();
+        assert_eq!(ids, [7, 3]);
+        // iceberg reads it back as a table without a snapshot.
+        let back: TableMetadata = serde_json::from_slice(&bytes).expect("parses");
+        assert!(back.current_snapshot().is_none());
+    }
+
+    /// The table as a renumbering catalog creates it: the same columns, IDs from 1.
+    fn renumbered() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "ts", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "device", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .expect("schema")
+    }
+
+    #[test]
+    fn a_renumbered_table_is_told_apart_and_named_column_by_column() {
+        let terms = crate::table::partition::parse_all(&["identity(device)".to_string()])
+            .expect("terms");
+        let authored = metadata(&schema(), &terms);
+        assert_eq!(renumbering(&authored, &authored), None);
+        let created = metadata(&renumbered(), &terms);
+        let how = renumbering(&authored, &created).expect("renumbered");
+        assert!(how.contains("device: file ID 3, table ID 2"), "{how}");
+        assert!(how.contains("ts: file ID 7, table ID 1"), "{how}");
+        assert!(how.contains("partition spec"), "{how}");
+        // Only the spec differs: still a renumbering.
+        let unpartitioned = metadata(&schema(), &[]);
+        let how = renumbering(&authored, &unpartitioned).expect("spec differs");
+        assert!(how.starts_with("partition spec"), "{how}");
+    }
+
+    #[test]
+    fn restoring_adds_the_files_schema_and_spec_under_fresh_ids() {
+        let terms = crate::table::partition::parse_all(&["identity(device)".to_string()])
+            .expect("terms");
+        let authored = metadata(&schema(), &terms);
+        let created = metadata(&renumbered(), &terms);
+        let updates = restoring_updates(&authored, &created).expect("updates");
+        let json = serde_json::to_value(&updates).expect("json");
+        assert_eq!(json[0]["action"], "add-schema");
+        assert_eq!(json[0]["schema"]["schema-id"], 1);
+        assert_eq!(json[0]["schema"]["fields"][0]["id"], 7);
+        assert_eq!(json[1]["schema-id"], -1);
+        assert_eq!(json[2]["spec"]["spec-id"], 1);
+        assert_eq!(json[2]["spec"]["fields"][0]["source-id"], 3);
+        assert_eq!(json[3]["spec-id"], -1);
     }
 }

@@ -88,7 +88,10 @@ pub fn is_about_the_file(code: ErrorCode) -> bool {
 pub fn is_about_the_table(code: ErrorCode) -> bool {
     matches!(
         code,
-        ErrorCode::TableMissing | ErrorCode::CatalogRejected | ErrorCode::TableUnsupported
+        ErrorCode::TableMissing
+            | ErrorCode::CatalogRejected
+            | ErrorCode::TableUnsupported
+            | ErrorCode::FieldIdsRenumbered
     )
 }
 
@@ -409,6 +412,7 @@ mod tests {
             ErrorCode::TableMissing,
             ErrorCode::CatalogRejected,
             ErrorCode::TableUnsupported,
+            ErrorCode::FieldIdsRenumbered,
         ] {
             assert!(stops_table_only(Quarantine, code), "{code:?}");
             assert!(!stops_table_only(Stop, code), "{code:?}");
@@ -471,6 +475,7 @@ mod tests {
             SegmentCatalogCorrupt,
             CatalogRejected,
             TableUnsupported,
+            FieldIdsRenumbered,
             FeedOutOfOrder,
             Unavailable,
             Cancelled,

@@ -55,6 +55,35 @@ impl ServerEnv {
     }
 }
 
+/// The catalogs the catalog-facing tests run against (`tests/catalogs.rs` runs each of its
+/// tests on both): the Apache Iceberg REST fixture and Project Nessie, both started by
+/// `scripts/servers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Catalog {
+    Fixture,
+    Nessie,
+}
+
+impl Catalog {
+    /// The catalog's REST base URI. Fails loudly when its server is not running.
+    pub fn uri(self) -> String {
+        match self {
+            Catalog::Fixture => var("THADAM_TEST_CATALOG_URI"),
+            Catalog::Nessie => var("THADAM_TEST_NESSIE_URI"),
+        }
+    }
+
+    /// Whether this run leaves the catalog out: only Nessie, and only when asked for with
+    /// `THADAM_NESSIE=0` (scripts/servers then does not start it). Never silently.
+    pub fn skipped(self) -> bool {
+        let off = self == Catalog::Nessie && std::env::var("THADAM_NESSIE").as_deref() == Ok("0");
+        if off {
+            eprintln!("skipped: THADAM_NESSIE=0 leaves Project Nessie out of this run");
+        }
+        off
+    }
+}
+
 /// A unique, catalog-safe name for this test run.
 pub fn unique(prefix: &str) -> String {
     format!(
@@ -78,6 +107,8 @@ pub struct Options {
     pub namespace_tail: Vec<&'static str>,
     pub unsigned: &'static str,
     pub extra_iceberg_yaml: String,
+    /// The catalog the registrar (and pyiceberg, through [`Harness::py`]) talks to.
+    pub catalog: Catalog,
 }
 
 impl Default for Options {
@@ -88,6 +119,7 @@ impl Default for Options {
             namespace_tail: vec![],
             unsigned: "signed",
             extra_iceberg_yaml: String::new(),
+            catalog: Catalog::Fixture,
         }
     }
 }
@@ -187,6 +219,7 @@ pub struct Harness {
     pub prefix: String,
     /// The YAML the config was loaded from (secrets as `${env:...}` references).
     pub yaml: String,
+    pub catalog: Catalog,
     shipped: u64,
 }
 
@@ -196,7 +229,8 @@ impl Harness {
     }
 
     pub fn with(test: &str, opts: Options) -> Harness {
-        let env = ServerEnv::get();
+        let mut env = ServerEnv::get();
+        env.catalog_uri = opts.catalog.uri();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut namespace = vec![unique(test)];
         namespace.extend(opts.namespace_tail.iter().map(|s| s.to_string()));
@@ -235,6 +269,7 @@ impl Harness {
             pipeline,
             prefix,
             yaml,
+            catalog: opts.catalog,
             shipped: 0,
         }
     }
@@ -382,6 +417,16 @@ impl Harness {
             )
             .await
             .expect("expire snapshots");
+    }
+
+    /// Runs `script` in pyiceberg (after [`py::PRELUDE`]) connected to this harness's catalog.
+    pub fn py(&self, script: &str, args: &[&str]) -> String {
+        py::run_in(&self.env.catalog_uri, script, args)
+    }
+
+    /// What pyiceberg reads of `dataset`'s table in this harness's catalog.
+    pub fn py_view(&self, dataset: &str) -> py::View {
+        py::view_in(&self.env.catalog_uri, &self.table_name(dataset).to_string())
     }
 
     pub async fn table(&self, dataset: &str) -> Option<Table> {

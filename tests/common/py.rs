@@ -23,18 +23,27 @@ pub fn run(script: &str, args: &[&str]) -> String {
     run_bare(&format!("{PRELUDE}\n{script}"), args)
 }
 
+/// [`run`] with pyiceberg connected to the catalog at `catalog_uri` (Nessie, a proxy).
+pub fn run_in(catalog_uri: &str, script: &str, args: &[&str]) -> String {
+    run_program(&format!("{PRELUDE}\n{script}"), args, Some(catalog_uri))
+}
+
 /// Runs `program` as it is (no prelude) in the test venv's python; returns stdout. Panics with
 /// stderr when python fails.
 pub fn run_bare(program: &str, args: &[&str]) -> String {
+    run_program(program, args, None)
+}
+
+fn run_program(program: &str, args: &[&str], catalog_uri: Option<&str>) -> String {
     let python = std::env::var("THADAM_TEST_PYTHON").unwrap_or_else(|_| {
         panic!("THADAM_TEST_PYTHON is not set: run the tests with scripts/test")
     });
-    let output = Command::new(python)
-        .arg("-c")
-        .arg(program)
-        .args(args)
-        .output()
-        .expect("python runs");
+    let mut command = Command::new(python);
+    command.arg("-c").arg(program).args(args);
+    if let Some(uri) = catalog_uri {
+        command.env("THADAM_TEST_CATALOG_URI", uri);
+    }
+    let output = command.output().expect("python runs");
     assert!(
         output.status.success(),
         "python failed: {}",
@@ -73,7 +82,13 @@ pub struct View {
 
 /// Reads table `ident` (`namespace.name`) with pyiceberg: an independent reader.
 pub fn view(ident: &str) -> View {
-    let out = run(
+    view_in(&std::env::var("THADAM_TEST_CATALOG_URI").unwrap_or_default(), ident)
+}
+
+/// [`view`] in the catalog at `catalog_uri`.
+pub fn view_in(catalog_uri: &str, ident: &str) -> View {
+    let out = run_in(
+        catalog_uri,
         r#"
 table = catalog.load_table(sys.argv[1])
 files = [t.file.file_path for t in table.scan().plan_files()]

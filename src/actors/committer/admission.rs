@@ -258,7 +258,7 @@ impl CommitterState {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let what = format!("listing the data files of {}", self.name);
-        let ids = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, || {
+        let ids = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, None, || {
             live_file_ids(&table, &prefix)
         })
         .await?

@@ -30,7 +30,7 @@ use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::CommitterMsg;
 use crate::protocol::segment::UploadedSegment;
-use crate::runtime::retry::{Op, SLOW_WARNING_AFTER, count_retry, retry_transient};
+use crate::runtime::retry::{Op, ReportTo, SLOW_WARNING_AFTER, count_retry, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::{
     AppendAttempts, AppendCommit, ReadySegment, data_file, preparation_failure, prepare_append,
@@ -72,6 +72,23 @@ pub(super) struct Appends {
     pub(super) gap: Duration,
     /// A `RetryElapsed` message is scheduled.
     pub(super) retry_armed: bool,
+    /// Whether the catalog takes `snapshot_retention`'s `remove-snapshots`.
+    retention: RetentionProbe,
+}
+
+/// Catalogs that manage snapshots themselves refuse `remove-snapshots` (Project Nessie answers
+/// 500 "Nessie Catalog does not allow external snapshot management"), and a 500 on a commit
+/// reads as "outcome unknown". So the cause is told by what happens, not by the message: after
+/// an attempt that carried `remove-snapshots` failed (not a conflict), the next goes without
+/// it; if that one lands, the catalog refused the removal, and retention is off for this table
+/// from then on (one warning, `thadam_iceberg_snapshot_retention_refused_total`).
+#[derive(Debug, Default)]
+struct RetentionProbe {
+    /// The catalog refused `remove-snapshots`: this table keeps whatever the catalog keeps.
+    off: bool,
+    /// The failure of the last attempt that carried `remove-snapshots`; the attempt now going
+    /// without it tells whether it was the cause.
+    probing: Option<String>,
 }
 
 /// How many commits load the table first after another writer's commit was seen.
@@ -174,10 +191,13 @@ impl CommitterState {
             {
                 self.appends.own_watermarks.insert(property.clone());
             }
-            // Snapshot retention rides on the append (metadata only; see table::retention).
+            // Snapshot retention rides on the append (metadata only; see table::retention),
+            // unless the catalog refused it (or this attempt tells whether it does).
+            let retention = self.appends.retention.off || self.appends.retention.probing.is_some();
             let expire = ctx
                 .config
                 .snapshot_retention
+                .filter(|_| !retention)
                 .map_or_else(Default::default, |policy| {
                     crate::table::retention::plan(
                         &self.name.to_string(),
@@ -242,6 +262,9 @@ impl CommitterState {
             // 5. What it means.
             return match outcome {
                 Ok(new_table) => {
+                    if let Some(refusal) = self.appends.retention.probing.take() {
+                        self.retention_refused(&refusal);
+                    }
                     self.vended_worked(vended);
                     let round_trip = window_start.elapsed().as_secs_f64() * 1000.0;
                     self.note_round_trip(round_trip);
@@ -263,10 +286,46 @@ impl CommitterState {
                         _ => self.appends.attempts.refused(&files, &manifest_list),
                     }
                     self.delete_stale(&table).await;
+                    let failure = self.probe_retention(failure, !expire.snapshot_ids.is_empty());
                     self.failed(myself, failure, started).await
                 }
             };
         }
+    }
+
+    /// After an attempt failed: when it carried `remove-snapshots` and was refused or its outcome
+    /// is unknown, the next attempt goes without (see [`RetentionProbe`]); a refusal is then
+    /// retried once rather than fatal. A probe that fails too clears the suspicion.
+    fn probe_retention(&mut self, failure: CommitError, carried_removal: bool) -> CommitError {
+        if self.appends.retention.probing.take().is_some() || !carried_removal {
+            return failure;
+        }
+        match failure {
+            CommitError::Fatal(e) => {
+                self.appends.retention.probing = Some(e.to_string());
+                CommitError::NotApplied(e)
+            }
+            CommitError::Unknown(e) => {
+                self.appends.retention.probing = Some(e.to_string());
+                CommitError::Unknown(e)
+            }
+            other => other,
+        }
+    }
+
+    /// The catalog refused `remove-snapshots`: retention is off for this table.
+    fn retention_refused(&mut self, refusal: &str) {
+        self.appends.retention.off = true;
+        metrics::counter!("thadam_iceberg_snapshot_retention_refused_total", "table" => self.name.to_string())
+            .increment(1);
+        tracing::warn!(
+            table = %self.name,
+            "the catalog refused to remove snapshots ({refusal}), and the same append without \
+             the removal landed: snapshot_retention is off for table {} (the catalog manages \
+             its snapshots itself, as Project Nessie does); remove snapshot_retention from the \
+             sink to silence this",
+            self.name
+        );
     }
 
     /// After a failed attempt: stop on a fatal failure (giving up what the batch wrote), or
@@ -602,7 +661,12 @@ impl CommitterState {
     ) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let what = format!("reloading table {}", self.name);
-        let table = retry_transient(Op::Load, ctx.retry(), shutdown, &what, || {
+        let table_name = self.name.to_string();
+        let report = Some(ReportTo {
+            board: &ctx.status,
+            table: &table_name,
+        });
+        let table = retry_transient(Op::Load, ctx.retry(), shutdown, &what, report, || {
             ctx.client.load_table(&self.name)
         })
         .await?

@@ -36,7 +36,7 @@ use crate::catalog::TableName;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg};
 use crate::protocol::segment::UploadedSegment;
-use crate::runtime::retry::{Op, retry_transient};
+use crate::runtime::retry::{Op, ReportTo, retry_transient};
 use crate::table::CommittedSet;
 use crate::table::append::ReadySegment;
 use crate::table::committed::SegmentId;
@@ -308,7 +308,12 @@ impl CommitterState {
         let ctx = Arc::clone(&self.args.ctx);
         let mut shutdown = ctx.shutdown.clone();
         let what = format!("loading table {}", self.name);
-        let loaded = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, || {
+        let table_name = self.name.to_string();
+        let report = Some(ReportTo {
+            board: &ctx.status,
+            table: &table_name,
+        });
+        let loaded = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, report, || {
             ctx.client.load_table(&self.name)
         })
         .await?

@@ -6,6 +6,7 @@
 
 pub(crate) mod answer;
 mod transport;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -549,9 +550,7 @@ impl RestClient {
             requirements,
             updates,
         };
-        let body = serde_json::to_vec(&request).map_err(|e| {
-            CommitError::Fatal(Error::internal(format!("{what}: cannot encode: {e}")))
-        })?;
+        let body = wire::commit_body(&request).map_err(CommitError::Fatal)?;
         let built_on = base.map(|b| (b, &request.updates[..]));
         let key: Option<String> = self.inner.idempotency_keys.then(|| {
             idempotency_key

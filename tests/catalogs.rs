@@ -1,0 +1,431 @@
+//! The catalog-facing behaviours, on every catalog the suite runs: the Apache Iceberg REST
+//! fixture (Java's reference server over a JDBC catalog) and Project Nessie 0.99.0 (its own
+//! catalog code: strict metadata parsing, field IDs renumbered in create transactions, a
+//! percent-encoded warehouse prefix, only the current snapshot kept, `remove-snapshots`
+//! refused). Each test is one function of the catalog, run once per catalog by `matrix!`:
+//! `cargo test --test catalogs nessie` runs the Nessie half.
+//!
+//! The files carry field IDs that are not 1..n (11, 5, 9), so a catalog that renumbers shows.
+//! What is asserted is what users are promised: the table carries the files' IDs and spec,
+//! pyiceberg reads every row back, each segment is registered exactly once.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_schema::{DataType, Schema, TimeUnit};
+use async_trait::async_trait;
+use bytes::Bytes;
+use common::{Catalog, Harness, Options, assert_exactly_once, demo};
+use iceberg::table::Table;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use thadam_iceberg::Tuning;
+use thadam_iceberg::catalog::TableName;
+use thadam_iceberg::table::append::ReadySegment;
+use thadam_iceberg::testing::{BeforeAppend, Hooks};
+
+/// One test, once per catalog: `NAME::fixture` and `NAME::nessie`.
+macro_rules! matrix {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fixture() {
+                super::$name(super::Catalog::Fixture).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn nessie() {
+                if super::Catalog::Nessie.skipped() {
+                    return;
+                }
+                super::$name(super::Catalog::Nessie).await
+            }
+        }
+    )*};
+}
+
+matrix!(
+    created_registered_and_restarted,
+    created_where_the_catalog_says,
+    schema_evolves_by_field_id,
+    warehouse_prefix_as_the_server_gives_it,
+    conflicting_writer,
+    bad_file_quarantined,
+    snapshot_retention,
+);
+
+/// The dataset of these tests.
+const DATASET: &str = "events";
+
+/// Field IDs of the files: not 1..n, so that a catalog renumbering them shows.
+const TS_ID: i32 = 11;
+const SITE_ID: i32 = 5;
+const VALUE_ID: i32 = 9;
+const EXTRA_ID: i32 = 14;
+
+fn schema(extra: bool) -> Arc<Schema> {
+    let mut fields = vec![
+        demo::field(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+            TS_ID,
+        ),
+        demo::field("site", DataType::Utf8, false, SITE_ID),
+        demo::field("value", DataType::Int64, true, VALUE_ID),
+    ];
+    if extra {
+        fields.push(demo::field("extra", DataType::Utf8, true, EXTRA_ID));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Segment `n`: `rows` rows of one site (`site-{n % 3}`), values `n * 1000 + i`.
+fn batch(n: u64, rows: usize, extra: bool) -> RecordBatch {
+    let start_us = 1_767_225_600_000_000_i64 + n as i64 * 60_000_000;
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(
+                (0..rows as i64).map(|i| start_us + i * 1_000_000),
+            )
+            .with_timezone("UTC"),
+        ),
+        Arc::new(StringArray::from_iter_values(
+            (0..rows).map(|_| format!("site-{}", n % 3)),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            (0..rows as i64).map(|i| n as i64 * 1000 + i),
+        )),
+    ];
+    if extra {
+        columns.push(Arc::new(StringArray::from_iter_values(
+            (0..rows).map(|i| format!("x{i}")),
+        )));
+    }
+    RecordBatch::try_new(schema(extra), columns).expect("batch")
+}
+
+fn harness(catalog: Catalog, test: &str, extra_yaml: &str) -> Harness {
+    Harness::with(
+        test,
+        Options {
+            datasets: vec![DATASET],
+            extra_iceberg_yaml: extra_yaml.to_string(),
+            catalog,
+            ..Options::default()
+        },
+    )
+}
+
+/// Ships segments `from..from + n` of 10 rows; returns their keys.
+async fn ship(h: &mut Harness, from: u64, n: u64, extra: bool) -> Vec<String> {
+    let mut keys = Vec::new();
+    for i in from..from + n {
+        keys.push(h.ship(DATASET, &batch(i, 10, extra)).await);
+    }
+    keys
+}
+
+async fn table(h: &Harness) -> Table {
+    h.table(DATASET).await.expect("the table exists")
+}
+
+/// The table's current field IDs by column name.
+fn ids(table: &Table) -> Vec<(String, i32)> {
+    let schema = table.metadata().current_schema();
+    let mut ids: Vec<(String, i32)> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| (f.name.clone(), f.id))
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn expected_ids(extra: bool) -> Vec<(String, i32)> {
+    let mut ids = vec![
+        ("site".to_string(), SITE_ID),
+        ("ts".to_string(), TS_ID),
+        ("value".to_string(), VALUE_ID),
+    ];
+    if extra {
+        ids.push(("extra".to_string(), EXTRA_ID));
+    }
+    ids.sort();
+    ids
+}
+
+/// Asserts exactly once with iceberg-rust and with pyiceberg, and pyiceberg's row count.
+async fn assert_registered(h: &Harness, keys: &[String], rows: u64) {
+    let t = table(h).await;
+    assert_exactly_once(&t, &h.env.bucket, keys).await;
+    let view = h.py_view(DATASET);
+    let mut expected: Vec<String> = keys
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    expected.sort();
+    assert_eq!(view.files, expected, "pyiceberg plans each segment once");
+    assert_eq!(view.rows, rows, "pyiceberg reads every row");
+}
+
+/// `table_location: shipper` (the default): the registrar writes the first metadata file and
+/// registers it; then a restart registers only what is new.
+async fn created_registered_and_restarted(catalog: Catalog) {
+    let mut h = harness(catalog, "cat_basic", "");
+    let mut keys = ship(&mut h, 0, 3, false).await;
+    h.run_until_handled(3).await;
+    let t = table(&h).await;
+    assert_eq!(ids(&t), expected_ids(false), "the files' field IDs");
+    assert_registered(&h, &keys, 30).await;
+
+    keys.extend(ship(&mut h, 3, 2, false).await);
+    let status = h.run_until_handled(5).await;
+    assert_eq!(status.registered(), 2, "the restart registers only the new segments");
+    assert_eq!(status.tables.values().map(|t| t.skipped).sum::<u64>(), 3);
+    assert_registered(&h, &keys, 50).await;
+}
+
+/// `table_location: catalog`: the catalog chooses the location (a staged create), the table is
+/// created in one `assert-create` commit, partitioned by `site`, with the files' IDs and spec
+/// (Nessie renumbers a new table's first schema: the registrar gives the IDs back).
+async fn created_where_the_catalog_says(catalog: Catalog) {
+    let mut h = harness(
+        catalog,
+        "cat_loc",
+        "      table_location: catalog\n      partition_by: [site]",
+    );
+    let keys = ship(&mut h, 0, 4, false).await;
+    h.run_until_handled(4).await;
+    let t = table(&h).await;
+    assert_eq!(ids(&t), expected_ids(false), "the files' field IDs");
+    let spec = t.metadata().default_partition_spec();
+    let sources: Vec<i32> = spec.fields().iter().map(|f| f.source_id).collect();
+    assert_eq!(sources, [SITE_ID], "partitioned by the files' site column");
+    assert!(
+        !t.metadata()
+            .location()
+            .contains(&format!("/{}/thadam/", h.prefix)),
+        "the catalog chose the location: {}",
+        t.metadata().location()
+    );
+    assert_registered(&h, &keys, 40).await;
+    // Pruning by partition works in an independent reader: one site of three.
+    let site0 = h.py(
+        "from pyiceberg.expressions import EqualTo\n\
+         t = catalog.load_table(sys.argv[1])\n\
+         print(len(t.scan(row_filter=EqualTo('site', 'site-0')).to_arrow()))",
+        &[&h.table_name(DATASET).to_string()],
+    );
+    assert_eq!(site0.trim(), "20", "segments 0 and 3 are site-0");
+}
+
+/// A file with one more column evolves the table by field ID; older files read it as null.
+async fn schema_evolves_by_field_id(catalog: Catalog) {
+    let mut h = harness(catalog, "cat_evo", "");
+    let mut keys = ship(&mut h, 0, 2, false).await;
+    keys.extend(ship(&mut h, 2, 2, true).await);
+    h.run_until_handled(4).await;
+    let t = table(&h).await;
+    assert_eq!(ids(&t), expected_ids(true), "the new column kept its file ID");
+    assert_registered(&h, &keys, 40).await;
+    let nulls = h.py(
+        "t = catalog.load_table(sys.argv[1]).scan().to_arrow()\n\
+         print(t.column('extra').null_count)",
+        &[&h.table_name(DATASET).to_string()],
+    );
+    assert_eq!(nulls.trim(), "20", "the first two segments have no `extra`");
+}
+
+/// `catalog_warehouse`: the server's prefix for the warehouse (Nessie: `main%7Cwarehouse`,
+/// already percent-encoded) goes into every URL as given.
+async fn warehouse_prefix_as_the_server_gives_it(catalog: Catalog) {
+    let warehouse = match catalog {
+        Catalog::Fixture => "s3://warehouse/".to_string(),
+        Catalog::Nessie => std::env::var("THADAM_TEST_NESSIE_WAREHOUSE")
+            .unwrap_or_else(|_| "warehouse".to_string()),
+    };
+    let mut h = harness(
+        catalog,
+        "cat_wh",
+        &format!("      catalog_warehouse: \"{warehouse}\""),
+    );
+    let keys = ship(&mut h, 0, 2, false).await;
+    h.run_until_handled(2).await;
+    assert_registered(&h, &keys, 20).await;
+}
+
+/// Runs a pyiceberg append of one row to the table before the registrar's `at`-th append: the
+/// registrar's commit then meets a stale requirement (409 on both catalogs) and must retry.
+struct RivalAppend {
+    at: usize,
+    calls: AtomicUsize,
+    catalog_uri: String,
+    ident: String,
+}
+
+const RIVAL_APPEND: &str = r#"
+import datetime, pyarrow as pa
+t = catalog.load_table(sys.argv[1])
+row = {"ts": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc), "site": "rival", "value": -1}
+t.append(pa.Table.from_pylist([row], schema=t.schema().as_arrow()))
+"#;
+
+#[async_trait]
+impl BeforeAppend for RivalAppend {
+    async fn before_append(&self, _: &TableName, _: &Table, _: &[ReadySegment]) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 != self.at {
+            return;
+        }
+        let (uri, ident) = (self.catalog_uri.clone(), self.ident.clone());
+        tokio::task::spawn_blocking(move || common::py::run_in(&uri, RIVAL_APPEND, &[&ident]))
+            .await
+            .expect("pyiceberg appended");
+    }
+}
+
+/// Another writer commits between the registrar's load and its commit: the catalog refuses the
+/// stale commit, the registrar reloads and lands, and both writers' files are in the table.
+async fn conflicting_writer(catalog: Catalog) {
+    common::metrics::recorder();
+    let mut h = harness(catalog, "cat_rival", "");
+    let mut keys = ship(&mut h, 0, 1, false).await;
+    h.run_until_handled(1).await;
+    keys.extend(ship(&mut h, 1, 3, false).await);
+    let name = h.table_name(DATASET).to_string();
+    let conflicts = || {
+        common::metrics::counter(
+            "thadam_iceberg_commits_total",
+            &[("table", name.as_str()), ("outcome", "conflict")],
+        )
+    };
+    let before = conflicts();
+    let tuning = Tuning {
+        max_batch: 1,
+        hooks: Hooks {
+            before_append: Some(Arc::new(RivalAppend {
+                at: 2,
+                calls: AtomicUsize::new(0),
+                catalog_uri: h.env.catalog_uri.clone(),
+                ident: name.clone(),
+            })),
+            clock: None,
+        },
+        ..Default::default()
+    };
+    // One segment skipped (registered by the first run), three registered.
+    Harness::finish(h.start_with(h.config.clone(), tuning).await, 4).await;
+    assert!(
+        conflicts() - before >= 1.0,
+        "the catalog refused the stale commit (409)"
+    );
+    let t = table(&h).await;
+    let files = common::data_file_list(&t).await;
+    let shipped: Vec<String> = keys
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    let (ours, theirs): (Vec<&String>, Vec<&String>) =
+        files.iter().partition(|f| shipped.contains(f));
+    assert_eq!(ours.len(), 4, "each segment once: {files:?}");
+    assert_eq!(theirs.len(), 1, "and the rival's file: {files:?}");
+    let view = h.py_view(DATASET);
+    assert_eq!(view.rows, 41, "pyiceberg reads both writers' rows");
+}
+
+/// `on_bad_segment: quarantine`: a file that is not Parquet is set aside with its code; the
+/// good segments around it are registered.
+async fn bad_file_quarantined(catalog: Catalog) {
+    let mut h = harness(catalog, "cat_bad", "      on_bad_segment: quarantine");
+    let mut keys = ship(&mut h, 0, 1, false).await;
+    let bad = demo::object_key(&h.prefix, &h.pipeline, DATASET, "bad-1");
+    let garbage = Bytes::from_static(b"this is not a parquet file, not at all");
+    h.store
+        .put(&ObjectPath::parse(&bad).expect("key"), garbage.clone().into())
+        .await
+        .expect("upload");
+    h.log
+        .append_uploaded(DATASET, "bad-1", &bad, garbage.len() as u64, 1)
+        .expect("record");
+    keys.extend(ship(&mut h, 1, 1, false).await);
+    let handle = h.start().await;
+    let status = tokio::time::timeout(
+        Duration::from_secs(180),
+        handle.wait_until(|s| {
+            s.handled() >= 2 && s.tables.values().map(|t| t.quarantined).sum::<u64>() >= 1
+        }),
+    )
+    .await
+    .expect("in time (hang guard)")
+    .expect("no fatal error");
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+    assert_eq!(status.registered(), 2);
+    let state = thadam_iceberg::table::quarantine::QuarantineStore::open(&h.config.quarantine_file)
+        .expect("quarantine file")
+        .state();
+    let open: Vec<String> = state
+        .open()
+        .map(|e| format!("{} {}", e.segment.object_key, e.code))
+        .collect();
+    assert_eq!(
+        open,
+        [format!("{bad} sink.iceberg_footer_invalid")],
+        "the bad file, with its code"
+    );
+    assert_registered(&h, &keys, 20).await;
+}
+
+/// `snapshot_retention`: where the catalog takes `remove-snapshots` (the fixture), the registrar
+/// expires its old snapshots; where it manages snapshots itself (Nessie keeps only the current
+/// one and refuses the removal), retention turns itself off for the table with one warning and
+/// nothing is lost or registered twice.
+async fn snapshot_retention(catalog: Catalog) {
+    common::metrics::recorder();
+    let mut h = harness(
+        catalog,
+        "cat_ret",
+        "      snapshot_retention: { max_age: 1m, min_snapshots: 2 }",
+    );
+    let keys = ship(&mut h, 0, 6, false).await;
+    let name = h.table_name(DATASET).to_string();
+    let refused = || {
+        common::metrics::counter(
+            "thadam_iceberg_snapshot_retention_refused_total",
+            &[("table", name.as_str())],
+        )
+    };
+    let before = refused();
+    // Snapshots look an hour old to the retention policy at once.
+    let tuning = Tuning {
+        max_batch: 1,
+        hooks: Hooks {
+            before_append: None,
+            clock: Some(Arc::new(|| {
+                chrono::Utc::now().timestamp_millis() + 3_600_000
+            })),
+        },
+        ..Default::default()
+    };
+    Harness::finish(h.start_with(h.config.clone(), tuning).await, 6).await;
+    let t = table(&h).await;
+    let snapshots = t.metadata().snapshots().count();
+    match catalog {
+        Catalog::Fixture => {
+            assert!(
+                snapshots <= 4,
+                "old snapshots expired: {snapshots} of 6 commits left"
+            );
+            assert_eq!(refused() - before, 0.0);
+        }
+        Catalog::Nessie => {
+            assert_eq!(snapshots, 1, "Nessie keeps the current snapshot only");
+        }
+    }
+    assert_registered(&h, &keys, 60).await;
+}
