@@ -186,7 +186,11 @@ async fn created_registered_and_restarted(catalog: Catalog) {
 
     keys.extend(ship(&mut h, 3, 2, false).await);
     let status = h.run_until_handled(5).await;
-    assert_eq!(status.registered(), 2, "the restart registers only the new segments");
+    assert_eq!(
+        status.registered(),
+        2,
+        "the restart registers only the new segments"
+    );
     assert_eq!(status.tables.values().map(|t| t.skipped).sum::<u64>(), 3);
     assert_registered(&h, &keys, 50).await;
 }
@@ -232,7 +236,11 @@ async fn schema_evolves_by_field_id(catalog: Catalog) {
     keys.extend(ship(&mut h, 2, 2, true).await);
     h.run_until_handled(4).await;
     let t = table(&h).await;
-    assert_eq!(ids(&t), expected_ids(true), "the new column kept its file ID");
+    assert_eq!(
+        ids(&t),
+        expected_ids(true),
+        "the new column kept its file ID"
+    );
     assert_registered(&h, &keys, 40).await;
     let nulls = h.py(
         "t = catalog.load_table(sys.argv[1]).scan().to_arrow()\n\
@@ -346,7 +354,10 @@ async fn bad_file_quarantined(catalog: Catalog) {
     let bad = demo::object_key(&h.prefix, &h.pipeline, DATASET, "bad-1");
     let garbage = Bytes::from_static(b"this is not a parquet file, not at all");
     h.store
-        .put(&ObjectPath::parse(&bad).expect("key"), garbage.clone().into())
+        .put(
+            &ObjectPath::parse(&bad).expect("key"),
+            garbage.clone().into(),
+        )
         .await
         .expect("upload");
     h.log

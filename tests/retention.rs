@@ -382,3 +382,55 @@ async fn without_snapshot_retention_nothing_is_expired() {
     assert_eq!(table.metadata().snapshots().count(), 10);
     assert_live_once(&h, &keys).await;
 }
+
+/// A catalog that manages snapshots itself refuses `remove-snapshots` (Project Nessie answers
+/// 500, which on a commit reads as "outcome unknown"; others may answer 400). The registrar
+/// tells that from what happens: the same append without the removal lands, so retention turns
+/// off for the table with one warning and a metric, and no later commit carries a removal. The
+/// fault proxy answers every removal as the catalog would, without forwarding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_refusing_to_remove_snapshots_turns_retention_off_for_the_table() {
+    use common::fault_proxy::{Fault, FaultProxy, Kind};
+    common::metrics::recorder();
+    for (status, test) in [(500, "retref500"), (400, "retref400")] {
+        let mut h = harness(test, RETAIN);
+        // Six snapshots of the registrar's, so that retention has something to remove.
+        let mut keys = h.ship_many(0, 6, 5).await;
+        assert_eq!(run(&h, tuning(Duration::ZERO), 6).await, 6);
+        let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+        proxy.plan(
+            Kind::Expire,
+            std::iter::repeat_n(Fault::Refuse(status), 100),
+        );
+        let name = h.table_name("telemetry").to_string();
+        let refused = || {
+            common::metrics::counter(
+                "thadam_iceberg_snapshot_retention_refused_total",
+                &[("table", name.as_str())],
+            )
+        };
+        let before = refused();
+        keys.extend(h.ship_many(6, 4, 5).await);
+        let handle = h.start_with(h.config_via(&proxy.uri), tuning(HOUR)).await;
+        let status_after = Harness::finish(handle, 10).await;
+        assert_eq!(
+            status_after.registered(),
+            4,
+            "{status}: the new segments, once each"
+        );
+        assert_eq!(
+            proxy.seen(Kind::Expire),
+            1,
+            "{status}: one removal refused, none sent after it"
+        );
+        assert_eq!(refused() - before, 1.0, "{status}: counted once");
+        assert_live_once(&h, &keys).await;
+        let table = h.table("telemetry").await.expect("table");
+        assert_eq!(
+            table.metadata().snapshots().count(),
+            10,
+            "{status}: nothing expired"
+        );
+        assert_eq!(pyiceberg_rows(&h), 50);
+    }
+}

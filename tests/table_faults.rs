@@ -161,3 +161,65 @@ async fn manifest_writes_refused_by_the_store_are_fatal_not_retried() {
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(table.metadata().snapshots().count(), 1, "nothing appended");
 }
+
+/// A catalog answering a create (register) with 500 is retried with backoff as before, but the
+/// operator sees it at once: the table's status carries the catalog's answer, `/readyz`'s rule
+/// says not ready, and `thadam_iceberg_catalog_server_errors_total{op="create"}` counts it;
+/// once the catalog answers, all of that clears and the segment is registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_on_create_is_shown_at_once_and_clears_when_it_ends() {
+    use common::fault_proxy::{Fault, FaultProxy, Kind};
+    common::metrics::recorder();
+    let mut h = Harness::new("create500");
+    let key = h.ship_telemetry(0, 10).await;
+    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    proxy.plan(Kind::Create, std::iter::repeat_n(Fault::Refuse(500), 4));
+    let errors = || {
+        common::metrics::counter(
+            "thadam_iceberg_catalog_server_errors_total",
+            &[("op", "create")],
+        )
+    };
+    let before = errors();
+    let table = h.table_name("telemetry").to_string();
+    let handle = h
+        .start_with(h.config_via(&proxy.uri), Default::default())
+        .await;
+    let failing = tokio::time::timeout(
+        Duration::from_secs(60),
+        handle.wait_until(|s| {
+            s.tables
+                .get(&table)
+                .is_some_and(|t| t.catalog_error.is_some())
+        }),
+    )
+    .await
+    .expect("hang guard")
+    .expect("no fatal error");
+    let shown = failing.tables[&table]
+        .catalog_error
+        .clone()
+        .unwrap_or_default();
+    assert!(shown.contains("500"), "{shown}");
+    let why = failing
+        .readiness()
+        .expect_err("not ready while the catalog fails");
+    assert!(
+        why.contains(&table) && why.contains("server error"),
+        "{why}"
+    );
+    let done = Harness::finish(handle, 1).await;
+    assert_eq!(done.registered(), 1);
+    assert_eq!(
+        done.tables[&table].catalog_error, None,
+        "cleared once it answered"
+    );
+    assert!(errors() - before >= 1.0, "counted");
+    assert_eq!(
+        proxy.seen(Kind::Create),
+        5,
+        "four refusals, then the create"
+    );
+    let t = h.table("telemetry").await.expect("table");
+    common::assert_exactly_once(&t, &h.env.bucket, &[key]).await;
+}

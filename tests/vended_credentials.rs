@@ -514,4 +514,30 @@ async fn a_store_without_keys_stops_at_once_when_the_catalog_vends_nothing() {
     h.ship_telemetry(0, 10).await;
     assert_keyless_stops_at_once(&h, "absent table").await;
     assert!(h.table("telemetry").await.is_none(), "nothing was created");
+
+    // --check cannot list the bucket without keys: it says it does not know, never `ok` or a
+    // misleading outage, and asks no metadata service either.
+    let mut config = h.config.clone();
+    config.store.access_key_id = None;
+    config.store.secret_access_key = None;
+    let watch = PeerWatch::start();
+    let mut report = thadam_iceberg::ops::check::CheckReport::default();
+    thadam_iceberg::ops::check::check_registrar(&config, &mut report).await;
+    assert!(watch.finish().is_empty(), "--check reached beyond loopback");
+    let bucket = report
+        .lines
+        .iter()
+        .find(|l| l.check == "bucket readable")
+        .expect("a bucket line");
+    assert_eq!(
+        bucket.verdict,
+        thadam_iceberg::ops::check::Verdict::CannotTell,
+        "{}",
+        bucket.detail
+    );
+    assert!(
+        bucket.detail.contains("store has no keys"),
+        "{}",
+        bucket.detail
+    );
 }

@@ -277,12 +277,13 @@ impl std::fmt::Debug for TableAccess {
 impl TableAccess {
     /// What a `loadTable` answer gives for the table's objects (vended credentials, remote
     /// signing, or both), `None` when it gives nothing. `catalog_config` is `GET /v1/config`'s
-    /// (remote signing may be switched on there); `make_signer` makes the table's signer.
+    /// (remote signing may be switched on there); `make_signer` makes the table's signer, `None`
+    /// when `store` has credentials of its own (the signer is then not used).
     pub fn from_load(
         storage_credentials: Option<&[StorageCredential]>,
         config: &HashMap<String, String>,
         catalog_config: &HashMap<String, String>,
-        make_signer: MakeSigner<'_>,
+        make_signer: Option<MakeSigner<'_>>,
         generation: u64,
         loaded_at_ms: i64,
     ) -> Option<TableAccess> {
@@ -292,8 +293,11 @@ impl TableAccess {
             .filter_map(|c| VendedCredentials::from_config(Some(c.prefix.clone()), &c.config))
             .collect();
         let fallback = VendedCredentials::from_config(None, config);
-        let signing = SignerTarget::from_config(catalog_config, config)
-            .map(|target| VendedCredentials::signing(make_signer(&target), catalog_config, config));
+        let signing = make_signer.and_then(|make_signer| {
+            SignerTarget::from_config(catalog_config, config).map(|target| {
+                VendedCredentials::signing(make_signer(&target), catalog_config, config)
+            })
+        });
         if prefixed.is_empty() && fallback.is_none() && signing.is_none() {
             return None;
         }
@@ -429,7 +433,7 @@ mod tests {
         config: &HashMap<String, String>,
         generation: u64,
     ) -> Option<TableAccess> {
-        TableAccess::from_load(sc, config, &HashMap::new(), &never, generation, 0)
+        TableAccess::from_load(sc, config, &HashMap::new(), Some(&never), generation, 0)
     }
 
     fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -538,7 +542,7 @@ mod tests {
             None,
             &HashMap::new(),
             &map(&[(REMOTE_SIGNING_ENABLED, "true")]),
-            &never,
+            Some(&never),
             6,
             0,
         )
@@ -548,6 +552,18 @@ mod tests {
                 .for_uri("s3://b/x")
                 .expect("signer")
                 .is_remote_signing()
+        );
+        // With credentials of our own (no signer to make), the offer is not taken.
+        assert!(
+            TableAccess::from_load(
+                None,
+                &HashMap::new(),
+                &map(&[(REMOTE_SIGNING_ENABLED, "true")]),
+                None,
+                7,
+                0,
+            )
+            .is_none()
         );
     }
 

@@ -55,6 +55,13 @@ const DEFAULT_REGION: &str = "us-east-1";
 /// How many deletes of a `delete_prefix` or `delete_stream` are in flight at once.
 const DELETE_CONCURRENCY: usize = 8;
 
+/// Whether our FileIO properties carry credentials of their own: `store` keys, or
+/// `store.credentials: instance_metadata`. A catalog's remote signer is then not used (see
+/// `catalog::access`).
+pub fn has_own_credentials(props: &HashMap<String, String>) -> bool {
+    props.contains_key(ACCESS_KEY_ID) || props.contains_key(INSTANCE_METADATA)
+}
+
 /// Our FileIO properties for the configured bucket. The region is left out when `store` does
 /// not set one, so that the catalog's (per-table config or vended credentials) can apply.
 pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {

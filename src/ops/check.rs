@@ -236,7 +236,26 @@ pub async fn check_file(path: &Path, sink: Option<&str>) -> CheckReport {
 pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport) {
     let sink = config.id.as_str();
     let client = check_catalog(config, report).await;
-    report.outcome(sink, "bucket readable", check_bucket(config).await);
+    if matches!(
+        crate::io::store::S3Credentials::of_store(&config.store),
+        crate::io::store::S3Credentials::Missing
+    ) {
+        // Nothing to list with: the catalog's vended credentials or remote signer, per table.
+        report.push(
+            Some(sink),
+            "bucket readable",
+            Verdict::CannotTell,
+            format!(
+                "not known: store has no keys (and no store.credentials: instance_metadata), so \
+                 {} is read with what the catalog gives each table (vended credentials or \
+                 remote signing), which --check does not ask for; a table without either stops \
+                 with auth.failed",
+                config.url.uri()
+            ),
+        );
+    } else {
+        report.outcome(sink, "bucket readable", check_bucket(config).await);
+    }
     check_segment_catalog(config, report);
     for dataset in &config.source.datasets {
         let table = TableName {

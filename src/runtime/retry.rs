@@ -273,9 +273,13 @@ mod tests {
             }),
             || {
                 calls += 1;
-                seen.lock()
-                    .expect("lock")
-                    .push(board.snapshot().tables.get("ns.t").and_then(|t| t.catalog_error.clone()));
+                seen.lock().expect("lock").push(
+                    board
+                        .snapshot()
+                        .tables
+                        .get("ns.t")
+                        .and_then(|t| t.catalog_error.clone()),
+                );
                 let answer = match calls {
                     1 => Err(Error::unavailable("create: the catalog answered 500: boom")
                         .with_retry_hint("status_500", None)),
@@ -290,14 +294,29 @@ mod tests {
         assert_eq!(result.expect("ok"), Some(7));
         let seen = seen.into_inner().expect("lock");
         assert_eq!(seen[0], None);
-        assert!(seen[1].as_deref().is_some_and(|e| e.contains("boom")), "{seen:?}");
+        assert!(
+            seen[1].as_deref().is_some_and(|e| e.contains("boom")),
+            "{seen:?}"
+        );
         assert!(seen[2].is_some(), "an outage meanwhile does not clear it");
-        assert_eq!(board.snapshot().tables["ns.t"].catalog_error, None, "cleared on success");
+        assert_eq!(
+            board.snapshot().tables["ns.t"].catalog_error,
+            None,
+            "cleared on success"
+        );
         assert!(is_server_error(
             &Error::unavailable("x").with_retry_hint("status_5xx", None)
         ));
-        for cause in ["status_502", "status_503", "status_504", "connect", "timeout"] {
-            assert!(!is_server_error(&Error::unavailable("x").with_retry_hint(cause, None)));
+        for cause in [
+            "status_502",
+            "status_503",
+            "status_504",
+            "connect",
+            "timeout",
+        ] {
+            assert!(!is_server_error(
+                &Error::unavailable("x").with_retry_hint(cause, None)
+            ));
         }
     }
 }

@@ -427,7 +427,10 @@ mod tests {
             t.catalog_error = Some("sink.iceberg_unavailable: create: 500 Internal".into())
         });
         let why = board.snapshot().readiness().expect_err("server error");
-        assert!(why.contains("ns.t") && why.contains("500 Internal"), "{why}");
+        assert!(
+            why.contains("ns.t") && why.contains("500 Internal"),
+            "{why}"
+        );
         board.update("ns.t", |t| t.catalog_error = None);
         assert_eq!(board.snapshot().readiness(), Ok(()));
     }

@@ -183,8 +183,16 @@ pub fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<
 /// schema and spec back after the catalog renumbered them: the authored schema and spec added
 /// under fresh IDs and made current. Catalogs that renumber only a new table's first schema
 /// keep these as given.
-pub fn restoring_updates(authored: &TableMetadata, created: &TableMetadata) -> Result<Vec<TableUpdate>> {
-    let schema_id = created.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1;
+pub fn restoring_updates(
+    authored: &TableMetadata,
+    created: &TableMetadata,
+) -> Result<Vec<TableUpdate>> {
+    let schema_id = created
+        .schemas_iter()
+        .map(|s| s.schema_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
     let spec_id = created
         .partition_specs_iter()
         .map(|s| s.spec_id())
@@ -270,7 +278,9 @@ pub async fn create_table(
         TableLocation::Shipper => {
             register_at_shipper_location(client, table, metadata.clone()).await?
         }
-        TableLocation::Catalog => create_where_catalog_says(client, table, metadata.clone()).await?,
+        TableLocation::Catalog => {
+            create_where_catalog_says(client, table, metadata.clone()).await?
+        }
     };
     let created = keep_the_files_ids(client, table, &metadata, created).await?;
     tracing::info!(
@@ -344,7 +354,9 @@ async fn keep_the_files_ids(
         .await
     {
         Ok(restored) => restored,
-        Err(CommitError::Fatal(e)) => return Err(refused(format!("{how}; the catalog refused the fix: {e}"))),
+        Err(CommitError::Fatal(e)) => {
+            return Err(refused(format!("{how}; the catalog refused the fix: {e}")));
+        }
         // A conflict or a lost answer: the table as it is now decides.
         Err(CommitError::Conflict(_) | CommitError::Unknown(_) | CommitError::NotApplied(_)) => {
             client.load_table(table).await?.ok_or_else(|| {
@@ -453,7 +465,7 @@ fn write_failure(path: &str, e: &iceberg::Error) -> Error {
         Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
             "writing table metadata {path} was refused by the store: {e}; creating a table at the \
              shipper's location needs store credentials that may write there \
-             (store.access_key_id / store.secret_access_key, or instance metadata credentials). A catalog \
+             (store.access_key_id / store.secret_access_key, or store.credentials: instance_metadata). A catalog \
              vends credentials only for tables that exist: with vended credentials only, set \
              table_location: catalog (the catalog writes the first metadata) or create the table \
              first"
@@ -556,7 +568,10 @@ mod tests {
     fn a_first_metadata_file_says_there_is_no_current_snapshot() {
         let bytes = metadata_file_bytes(&metadata(&schema(), &[])).expect("bytes");
         let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-        assert_eq!(json["current-snapshot-id"], -1, "Java's convention; Nessie requires it");
+        assert_eq!(
+            json["current-snapshot-id"], -1,
+            "Java's convention; Nessie requires it"
+        );
         assert_eq!(json["snapshots"], json!([]));
         assert_eq!(json["refs"], json!({}));
         let ids: Vec<i64> = json["schemas"][0]["fields"]
@@ -584,8 +599,8 @@ mod tests {
 
     #[test]
     fn a_renumbered_table_is_told_apart_and_named_column_by_column() {
-        let terms = crate::table::partition::parse_all(&["identity(device)".to_string()])
-            .expect("terms");
+        let terms =
+            crate::table::partition::parse_all(&["identity(device)".to_string()]).expect("terms");
         let authored = metadata(&schema(), &terms);
         assert_eq!(renumbering(&authored, &authored), None);
         let created = metadata(&renumbered(), &terms);
@@ -601,8 +616,8 @@ mod tests {
 
     #[test]
     fn restoring_adds_the_files_schema_and_spec_under_fresh_ids() {
-        let terms = crate::table::partition::parse_all(&["identity(device)".to_string()])
-            .expect("terms");
+        let terms =
+            crate::table::partition::parse_all(&["identity(device)".to_string()]).expect("terms");
         let authored = metadata(&schema(), &terms);
         let created = metadata(&renumbered(), &terms);
         let updates = restoring_updates(&authored, &created).expect("updates");

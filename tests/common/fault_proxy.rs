@@ -48,6 +48,9 @@ pub enum Kind {
     Create,
     /// `GET /v1/config`.
     Config,
+    /// An append that also removes snapshots (`snapshot_retention`), while faults are planned
+    /// for this kind (otherwise such an append is an `Append`).
+    Expire,
 }
 
 /// A stored answer: status, content type, body.
@@ -161,8 +164,16 @@ async fn handle(
     let post = parts.method == hyper::Method::POST;
     let get = parts.method == hyper::Method::GET;
     let table_name = suffix.trim_start_matches("/tables/");
+    let expire_planned = plan
+        .lock()
+        .expect("plan")
+        .faults
+        .get(&Kind::Expire)
+        .is_some_and(|f| !f.is_empty());
     let kind = if post && path.ends_with(suffix) {
-        if contains(&body, b"add-snapshot") {
+        if expire_planned && contains(&body, b"remove-snapshots") {
+            Some(Kind::Expire)
+        } else if contains(&body, b"add-snapshot") {
             Some(Kind::Append)
         } else if contains(&body, b"add-schema") {
             Some(Kind::Schema)
@@ -186,7 +197,7 @@ async fn handle(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let commit = matches!(kind, Some(Kind::Append | Kind::Schema));
+    let commit = matches!(kind, Some(Kind::Append | Kind::Schema | Kind::Expire));
     let fault = match kind {
         None => Fault::Pass,
         Some(kind) => {

@@ -82,7 +82,10 @@ pub struct View {
 
 /// Reads table `ident` (`namespace.name`) with pyiceberg: an independent reader.
 pub fn view(ident: &str) -> View {
-    view_in(&std::env::var("THADAM_TEST_CATALOG_URI").unwrap_or_default(), ident)
+    view_in(
+        &std::env::var("THADAM_TEST_CATALOG_URI").unwrap_or_default(),
+        ident,
+    )
 }
 
 /// [`view`] in the catalog at `catalog_uri`.

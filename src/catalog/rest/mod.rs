@@ -244,11 +244,16 @@ impl RestClient {
     /// when it vended none: the catalog stopped vending, so the `store` settings apply again).
     fn remember_access(&self, table: &TableName, result: &LoadTableResult) {
         let generation = self.inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        // A remote signer stands in for keys: with `store` credentials of our own it is not
+        // asked. It signs only inside the catalog's locations (Nessie: its warehouse and the
+        // table's location; the shipper's data files and a table at the shipper's location are
+        // outside), and costs a round trip per request. Vended keys still win over ours.
+        let own = crate::io::file_io::has_own_credentials(&self.inner.storage_props);
         let access = TableAccess::from_load(
             result.storage_credentials.as_deref(),
             &result.config,
             &self.inner.catalog_config,
-            &|target| self.signer(target),
+            (!own).then_some(&|target: &crate::catalog::access::SignerTarget| self.signer(target)),
             generation,
             chrono::Utc::now().timestamp_millis(),
         );

@@ -62,7 +62,9 @@ fn highest_field_id(node: &Value) -> i64 {
                 .unwrap_or(0);
             // `schema-id` and `required` are not field IDs; only nested nodes are walked.
             map.iter()
-                .filter(|(k, _)| matches!(k.as_str(), "fields" | "type" | "element" | "key" | "value"))
+                .filter(|(k, _)| {
+                    matches!(k.as_str(), "fields" | "type" | "element" | "key" | "value")
+                })
                 .map(|(_, v)| highest_field_id(v))
                 .fold(own, i64::max)
         }
