@@ -184,14 +184,31 @@ async fn created_registered_and_restarted(catalog: Catalog) {
     assert_eq!(ids(&t), expected_ids(false), "the files' field IDs");
     assert_registered(&h, &keys, 30).await;
 
+    // The restart goes through a proxy that counts the table's loads: the commits' answers
+    // (Nessie's name an `http://` metadata location, loads an `s3://` one) are taken as they
+    // come, never a reason to load the table again.
     keys.extend(ship(&mut h, 3, 2, false).await);
-    let status = h.run_until_handled(5).await;
+    let proxy = common::fault_proxy::FaultProxy::start(&h.env.catalog_uri, DATASET).await;
+    let handle = h
+        .start_with(h.config_via(&proxy.uri), common::one_per_commit())
+        .await;
+    let status = Harness::finish(handle, 5).await;
     assert_eq!(
         status.registered(),
         2,
         "the restart registers only the new segments"
     );
     assert_eq!(status.tables.values().map(|t| t.skipped).sum::<u64>(), 3);
+    assert_eq!(
+        proxy.seen(common::fault_proxy::Kind::Append),
+        2,
+        "one commit per segment"
+    );
+    assert_eq!(
+        proxy.seen(common::fault_proxy::Kind::Load),
+        1,
+        "the table is loaded once, at start"
+    );
     assert_registered(&h, &keys, 50).await;
 }
 

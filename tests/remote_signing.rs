@@ -14,7 +14,7 @@
 //!
 //! Needs `THADAM_TEST_NESSIE_URI` (and `THADAM_TEST_NESSIE_WAREHOUSE`,
 //! `THADAM_TEST_NESSIE_LOCATION`), written by `scripts/servers start DIR` into `DIR/env`; each
-//! test skips with a printed reason when Nessie is not running.
+//! test fails when they are missing, and skips with a printed reason only with THADAM_NESSIE=0.
 
 mod common;
 
@@ -39,27 +39,25 @@ struct Nessie {
 }
 
 fn nessie(test: &str) -> Option<Nessie> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    match (
-        var("THADAM_TEST_NESSIE_URI"),
-        var("THADAM_TEST_NESSIE_WAREHOUSE"),
-        var("THADAM_TEST_NESSIE_LOCATION"),
-    ) {
-        (Some(uri), Some(warehouse), Some(location)) => Some(Nessie {
-            uri,
-            warehouse,
-            location,
-        }),
-        _ => {
-            eprintln!(
-                "SKIPPED {test}: THADAM_TEST_NESSIE_URI / THADAM_TEST_NESSIE_WAREHOUSE / \
-                 THADAM_TEST_NESSIE_LOCATION are not set (Nessie is not running; start the \
-                 servers with `scripts/servers start DIR && source DIR/env`, without \
-                 THADAM_NESSIE=0)"
-            );
-            None
-        }
+    // Left out only when asked for (THADAM_NESSIE=0); otherwise a missing Nessie fails loudly.
+    if common::Catalog::Nessie.skipped() {
+        eprintln!("SKIPPED {test}");
+        return None;
     }
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!(
+                "{name} is not set: Nessie is not running. Run the tests with scripts/test, or \
+                 start the servers with `scripts/servers start DIR && source DIR/env` (without \
+                 THADAM_NESSIE=0)"
+            )
+        })
+    };
+    Some(Nessie {
+        uri: var("THADAM_TEST_NESSIE_URI"),
+        warehouse: var("THADAM_TEST_NESSIE_WAREHOUSE"),
+        location: var("THADAM_TEST_NESSIE_LOCATION"),
+    })
 }
 
 /// A front before Nessie: forwards every request with its `Host` kept, so Nessie names the
@@ -255,25 +253,6 @@ impl Setup {
     }
 }
 
-/// No ambient AWS credentials may be what makes the registrar's requests pass.
-fn assert_no_ambient_aws() {
-    for var in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    ] {
-        assert!(
-            std::env::var_os(var).is_none(),
-            "{var} is set in the test process: unset it, this test proves that Nessie's signer \
-             alone signs the registrar's S3 requests"
-        );
-    }
-}
-
 /// pyiceberg connected to Nessie (`sys.argv[2]`: the warehouse) with the S3 server's keys: an
 /// independent writer and reader.
 const PY_NESSIE: &str = r#"
@@ -343,7 +322,7 @@ async fn a_store_without_keys_registers_through_nessie_s_signer_and_pyiceberg_re
     let Some(nessie) = nessie("a_store_without_keys_registers_through_nessie_s_signer") else {
         return;
     };
-    assert_no_ambient_aws();
+    common::assert_no_ambient_aws();
     let mut s = Setup::new("rsok", &nessie);
     s.create_table(&nessie).await;
     let mut keys = Vec::new();
@@ -418,7 +397,7 @@ async fn nessie_refusing_to_sign_outside_the_table_stops_the_registrar_with_auth
     let Some(nessie) = nessie("nessie_refusing_to_sign_outside_the_table") else {
         return;
     };
-    assert_no_ambient_aws();
+    common::assert_no_ambient_aws();
     let mut s = Setup::new("rsout", &nessie);
     s.create_table(&nessie).await;
     // A segment recorded outside the table's location (inside the warehouse: the shipper's
@@ -453,7 +432,7 @@ async fn a_signer_answering_401_or_403_stops_the_registrar_with_auth_failed_afte
     let Some(nessie) = nessie("a_signer_answering_401_or_403") else {
         return;
     };
-    assert_no_ambient_aws();
+    common::assert_no_ambient_aws();
     for status in [401, 403] {
         let mut s = Setup::new("rsref", &nessie);
         s.create_table(&nessie).await;

@@ -150,38 +150,10 @@ fn inject(doc: &mut Value, vend: &Vend) {
     }
 }
 
-/// No ambient AWS credentials may be what makes the registrar's requests pass.
-fn assert_no_ambient_aws() {
-    for var in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_CONFIG_FILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    ] {
-        assert!(
-            std::env::var_os(var).is_none(),
-            "{var} is set in the test process: unset it, these tests prove that vended \
-             credentials alone reach S3"
-        );
-    }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    if let Some(home) = home {
-        assert!(
-            !home.join(".aws/credentials").exists(),
-            "~/.aws/credentials exists: these tests prove that vended credentials alone reach S3"
-        );
-    }
-}
-
 /// A harness whose table exists (created by a registrar with store keys), with `n` more
 /// segments shipped; returns it and every key the table must end up with.
 async fn table_with_backlog(test: &str, n: u64) -> (Harness, Vec<String>) {
-    assert_no_ambient_aws();
+    common::assert_no_ambient_aws();
     let mut h = Harness::new(test);
     let mut keys = vec![h.register_one().await];
     keys.extend(h.ship_many(0, n, 10).await);
@@ -487,7 +459,7 @@ async fn assert_keyless_stops_at_once(h: &Harness, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_without_keys_stops_at_once_when_the_catalog_vends_nothing() {
-    assert_no_ambient_aws();
+    common::assert_no_ambient_aws();
     {
         // The watcher sees a socket aimed at the metadata service (a connected UDP socket
         // sends nothing).

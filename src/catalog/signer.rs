@@ -118,19 +118,6 @@ struct WireAnswer {
     headers: BTreeMap<String, Vec<String>>,
 }
 
-/// The REST error model of a refusal, for its message.
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorModel,
-}
-
-#[derive(Deserialize)]
-struct ErrorModel {
-    message: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
 /// What one attempt came to.
 enum Attempt {
     Signed(Signed),
@@ -307,11 +294,7 @@ impl CatalogSigner {
             }
             return Attempt::Signed(signed);
         }
-        let message = match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(body) => format!("{} ({})", body.error.message, body.error.kind),
-            Err(_) if bytes.is_empty() => status.to_string(),
-            Err(_) => String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
-        };
+        let message = crate::catalog::rest::message_of(status, &bytes);
         let code = status.as_u16();
         if status.is_server_error() || matches!(code, 408 | 429) {
             return Attempt::Transient(

@@ -84,6 +84,35 @@ impl Catalog {
     }
 }
 
+/// No ambient AWS credentials may be what makes the registrar's S3 requests pass: the tests of
+/// vended credentials and remote signing prove that what the catalog gives alone reaches S3.
+pub fn assert_no_ambient_aws() {
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    ] {
+        assert!(
+            std::env::var_os(var).is_none(),
+            "{var} is set in the test process: unset it, this test proves that what the catalog \
+             gives (vended credentials, remote signing) alone reaches S3"
+        );
+    }
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        assert!(
+            !home.join(".aws/credentials").exists(),
+            "~/.aws/credentials exists: this test proves that what the catalog gives alone \
+             reaches S3"
+        );
+    }
+}
+
 /// A unique, catalog-safe name for this test run.
 pub fn unique(prefix: &str) -> String {
     format!(

@@ -343,7 +343,14 @@ struct ErrorModel {
 pub(super) async fn error_message(response: reqwest::Response) -> String {
     let status = response.status();
     let bytes = response.bytes().await.unwrap_or_default();
-    match serde_json::from_slice::<ErrorBody>(&bytes) {
+    message_of(status, &bytes)
+}
+
+/// The message of an error answer's body: the REST `ErrorModel`'s message and type, else the
+/// first 512 bytes of the body as text, else the status. Catalog answers and the S3 signer's
+/// share the model.
+pub(crate) fn message_of(status: reqwest::StatusCode, bytes: &[u8]) -> String {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
         Ok(body) => format!("{} ({})", body.error.message, body.error.kind),
         Err(_) if bytes.is_empty() => status.to_string(),
         Err(_) => String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
