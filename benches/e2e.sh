@@ -12,12 +12,15 @@
 #   4. the ratios.
 #
 #   benches/e2e.sh [--segments N] [--rows R] [--rate R] [--duration S] [--per-file N]
-#                  [--per-file-no-check N] [--registrar-bin PATH] [--keep]
+#                  [--per-file-no-check N] [--registrar-bin PATH] [--catalog fixture|nessie]
+#                  [--keep]
 #
 # --per-file N: 0 adds all files one by one (hours at 2,000: each call slows as the table grows).
 # --per-file-no-check N also adds N files one by one with check_duplicate_files=False (0: skip).
 # --registrar-bin PATH runs this runner binary for the backlog and the flow instead of the one
 # built here (e.g. a copy of an earlier build, for an A/B); the rest is built as usual.
+# --catalog nessie runs everything (the registrar and pyiceberg) against Project Nessie 0.99.0
+# (scripts/servers starts it) instead of the REST fixture; the S3 server is the same.
 # --keep keeps the state dir (configs, segment logs, server logs, raw JSON results); the servers
 # are stopped either way.
 #
@@ -39,6 +42,7 @@ duration=60
 per_file=200
 per_file_no_check=200
 registrar_bin=""
+catalog=fixture
 keep=0
 command_line="benches/e2e.sh${*:+ $*}"
 while (($#)); do
@@ -50,6 +54,7 @@ while (($#)); do
         --per-file) per_file="$2"; shift 2 ;;
         --per-file-no-check) per_file_no_check="$2"; shift 2 ;;
         --registrar-bin) registrar_bin="$2"; shift 2 ;;
+        --catalog) catalog="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/e2e.sh)" ;;
     esac
@@ -58,6 +63,7 @@ for n in "$segments" "$rows" "$duration" "$per_file" "$per_file_no_check"; do
     [[ "$n" =~ ^[0-9]+$ ]] || die "not a whole number: $n"
 done
 [[ "$rate" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a positive number, not $rate"
+[[ "$catalog" == fixture || "$catalog" == nessie ]] || die "--catalog is fixture or nessie, not $catalog"
 
 STATE=""
 REG_PID=""
@@ -110,6 +116,13 @@ else
     die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
 fi
 catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
+catalog_line="Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite"
+if [[ "$catalog" == nessie ]]; then
+    # The registrar's config and pyiceberg both read THADAM_TEST_CATALOG_URI.
+    export THADAM_TEST_CATALOG_URI="$THADAM_TEST_NESSIE_URI"
+    catalog_pid="$(cat "$STATE/srv/nessie.pid")"
+    catalog_line="Project Nessie $THADAM_NESSIE_VERSION ($("$(nessie_java)" -version 2>&1 | head -n1 | tr -d '"')), in-memory version store"
+fi
 
 # cpu_s PID: the CPU time (user + system) process PID has used so far, in seconds. The servers'
 # CPU around each phase says what the 2 cores were spent on besides the registrar.
@@ -154,7 +167,7 @@ machine_info() {
     else
         echo "registrar:  thadam-iceberg $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+uncommitted changes'), release build, $(rustc --version | cut -d' ' -f1-2), default tuning"
     fi
-    echo "servers:    Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
+    echo "servers:    $catalog_line; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
     echo "pyiceberg:  $("$PY" -c 'import pyiceberg, pyarrow, sys; print(f"pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, Python {sys.version.split()[0]}")'), PyArrowFileIO"
 }
 busy="$(bench_cpu_busy_pct)"
@@ -237,10 +250,13 @@ log "flow: computing latencies from the table's manifests"
 
 # ---- 3. pyiceberg add_files ---------------------------------------------------------------------
 log "pyiceberg: add_files over the same $segments objects"
+short_names=()
+[[ "$catalog" == nessie ]] && short_names=(--short-names)
 "$PY" "$BENCH_PY" add-files --log "$STATE/segments-backlog/segment-catalog.log" \
     --server-pids "$s3_pid,$catalog_pid" \
     --after-seq "$backlog_after" --source-table bench.backlog --namespace bench \
-    --per-file "$per_file" --per-file-no-check "$per_file_no_check" >"$R/add_files.json"
+    --per-file "$per_file" --per-file-no-check "$per_file_no_check" \
+    "${short_names[@]}" >"$R/add_files.json"
 
 echo "after:      load $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, this run included)" >>"$R/env.txt"
 

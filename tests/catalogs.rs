@@ -457,3 +457,55 @@ async fn snapshot_retention(catalog: Catalog) {
     }
     assert_registered(&h, &keys, 60).await;
 }
+
+/// Nessie renumbers a new table's first schema in a create transaction. When the catalog also
+/// refuses to take the files' IDs back (here a proxy answers that commit 400, as a stricter
+/// catalog would), the registrar stops with `sink.iceberg_field_ids_renumbered`, naming each
+/// column with both IDs, and registers nothing into the mismatched table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renumbered_table_that_cannot_be_fixed_stops_with_its_code_and_stays_empty() {
+    use common::fault_proxy::{Fault, FaultProxy, Kind};
+    if Catalog::Nessie.skipped() {
+        return;
+    }
+    let mut h = harness(
+        Catalog::Nessie,
+        "cat_renum",
+        "      table_location: catalog",
+    );
+    ship(&mut h, 0, 2, false).await;
+    let proxy = FaultProxy::start(&h.env.catalog_uri, DATASET).await;
+    // The create transaction passes (Nessie renumbers it); the give-back is refused.
+    proxy.plan(Kind::Schema, [Fault::Pass, Fault::Refuse(400)]);
+    let handle = h
+        .start_with(h.config_via(&proxy.uri), Default::default())
+        .await;
+    let err = tokio::time::timeout(Duration::from_secs(120), handle.wait())
+        .await
+        .expect("stopped in time (hang guard)")
+        .expect_err("a table with other field IDs than its files' stops the registrar");
+    assert_eq!(
+        err.code(),
+        thadam_iceberg::ErrorCode::FieldIdsRenumbered,
+        "{err}"
+    );
+    let text = err.to_string();
+    for named in [
+        format!("ts: file ID {TS_ID}, table ID"),
+        format!("site: file ID {SITE_ID}, table ID"),
+        "table_location: shipper".to_string(),
+    ] {
+        assert!(text.contains(&named), "{named} not in {text}");
+    }
+    assert_eq!(proxy.seen(Kind::Append), 0, "nothing was appended");
+    let t = table(&h).await;
+    assert!(
+        t.metadata().current_snapshot().is_none(),
+        "the table is empty"
+    );
+    assert_ne!(
+        ids(&t),
+        expected_ids(false),
+        "Nessie's own IDs, left as they are"
+    );
+}
