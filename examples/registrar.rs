@@ -27,7 +27,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use thadam_iceberg::Tuning;
 use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::ops::health::Health;
@@ -36,6 +35,7 @@ use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentL
 use thadam_iceberg::runtime::status::{RegistrarStatus, TableStatus};
 use thadam_iceberg::table::committed::SegmentId;
 use thadam_iceberg::{Error, ErrorCode, RegistrarHandle};
+use thadam_iceberg::{Registrar, Tuning};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -47,7 +47,8 @@ struct Args {
     /// Run only this iceberg sink (default: all of them).
     #[arg(long)]
     sink: Option<String>,
-    /// Exit 0 once every segment already in the segment catalog at start is registered.
+    /// Exit 0 once every segment already in the segment catalog at start is handled:
+    /// registered, already in the table, or held in quarantine (see --quarantine list).
     #[arg(long)]
     until_caught_up: bool,
     /// Validate the config and connectivity, print one line per check, exit 0 if all pass.
@@ -268,10 +269,13 @@ async fn run(args: Args) -> Result<(), Error> {
             catalog = %registrar.catalog_uri,
             "starting"
         );
-        let feed = Box::new(SegmentLogTail::open(&registrar.source.catalog));
+        let feed = SegmentLogTail::open(&registrar.source.catalog);
+        let builder = Registrar::builder(registrar)
+            .feed(feed)
+            .tuning(tuning.clone());
         let mut stopped = stop.clone();
         let started = tokio::select! {
-            started = health.start(registrar, feed, tuning.clone()) => started,
+            started = health.start(builder) => started,
             _ = stopped.wait_for(|s| *s) => {
                 tracing::info!("stop requested while starting");
                 return stop_all(running, &health).await;

@@ -87,18 +87,27 @@ impl fmt::Display for ErrorCode {
 }
 
 /// An error with a code and a human message (`code: message` when displayed).
+///
+/// The message is the failure itself ([`Error::detail`]) behind the context frames callers added
+/// with [`Error::context`] (outermost first, each followed by `": "`); the frames are also kept
+/// one by one ([`Error::contexts`]).
 #[derive(Debug, Clone)]
 pub struct Error {
     code: ErrorCode,
+    /// The whole text shown after the code: every context frame, then the detail.
     message: String,
+    /// Where the detail starts in `message` (the context frames and their `": "` come before it).
+    detail_at: usize,
+    /// The context frames, innermost (first added) first.
+    contexts: Vec<String>,
     retry: Option<RetryHint>,
     /// The failure underneath (an object_store, iceberg or HTTP error), for
     /// [`std::error::Error::source`]. Shared so that the error stays `Clone`.
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
-/// Two errors are equal when they say the same: code, message and retry hint (a source has no
-/// equality of its own).
+/// Two errors are equal when they say the same: code, message (with its context) and retry hint
+/// (a source has no equality of its own).
 impl PartialEq for Error {
     fn eq(&self, other: &Self) -> bool {
         self.code == other.code && self.message == other.message && self.retry == other.retry
@@ -121,6 +130,8 @@ impl Error {
         Error {
             code,
             message: message.into(),
+            detail_at: 0,
+            contexts: Vec::new(),
             retry: None,
             source: None,
         }
@@ -130,6 +141,12 @@ impl Error {
     /// `Debug` hold no secret (URLs with their query strings are stripped before this).
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// [`Error::with_source`] for a source already boxed (as actors report their failures).
+    pub fn with_boxed_source(mut self, source: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        self.source = Some(Arc::from(source));
         self
     }
 
@@ -179,8 +196,20 @@ impl Error {
         self.code
     }
 
+    /// The whole message as displayed after the code: the context frames (outermost first, each
+    /// followed by `": "`), then [`Error::detail`].
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The failure itself, without the context frames [`Error::context`] added (with any advice).
+    pub fn detail(&self) -> &str {
+        &self.message[self.detail_at..]
+    }
+
+    /// The context frames [`Error::context`] added, outermost (last added) first, as displayed.
+    pub fn contexts(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.contexts.iter().rev().map(String::as_str)
     }
 
     pub fn is_transient(&self) -> bool {
@@ -193,9 +222,13 @@ impl Error {
         self
     }
 
-    /// Prefixes the message with where it happened, keeping the code.
+    /// Adds a context frame (where or while it happened), keeping the code: shown before the
+    /// message as `what: message`, and kept on its own in [`Error::contexts`].
     pub fn context(mut self, what: impl fmt::Display) -> Self {
+        let what = what.to_string();
         self.message = format!("{what}: {}", self.message);
+        self.detail_at += what.len() + 2;
+        self.contexts.push(what);
         self
     }
 }
@@ -215,3 +248,87 @@ impl std::error::Error for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn context_frames_are_kept_apart_and_displayed_as_a_prefix() {
+        let e = Error::unavailable("connection refused")
+            .context("loading table db.t")
+            .with_advice("check the catalog")
+            .context(format!("after {} attempts", 3));
+        assert_eq!(
+            e.to_string(),
+            "sink.iceberg_unavailable: after 3 attempts: loading table db.t: connection refused; \
+             check the catalog"
+        );
+        assert_eq!(
+            e.message(),
+            "after 3 attempts: loading table db.t: connection refused; check the catalog"
+        );
+        assert_eq!(e.detail(), "connection refused; check the catalog");
+        assert_eq!(
+            e.contexts().collect::<Vec<_>>(),
+            ["after 3 attempts", "loading table db.t"]
+        );
+        assert_eq!(e.contexts().len(), 2);
+        assert_eq!(e.code(), ErrorCode::Unavailable);
+    }
+
+    #[test]
+    fn an_error_without_context_has_no_frames() {
+        let e = Error::config_invalid("bad key").with_advice("see README");
+        assert_eq!(e.contexts().count(), 0);
+        assert_eq!(e.detail(), e.message());
+        assert_eq!(e.to_string(), "config.invalid: bad key; see README");
+    }
+
+    #[test]
+    fn equality_counts_the_context() {
+        let a = Error::internal("x").context("y");
+        assert_eq!(a, Error::internal("x").context("y"));
+        assert_ne!(a, Error::internal("x"));
+        // The same text, built without a frame, says the same.
+        assert_eq!(a, Error::internal("y: x"));
+    }
+
+    #[test]
+    fn context_keeps_the_source_and_the_retry_hint() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let e = Error::unavailable("reading")
+            .with_source(io)
+            .with_retry_hint("connect", Some(Duration::from_secs(2)))
+            .context("loading table");
+        let source = e.source().expect("a source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the io error");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+        assert_eq!(e.retry_cause(), "connect");
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn the_source_chain_walks_through_nested_errors() {
+        let inner = std::io::Error::other("disk gone");
+        let middle = Error::unavailable("writing the log").with_source(inner);
+        let outer = Error::internal("stopping").with_source(middle);
+        let chain: Vec<String> =
+            std::iter::successors(Some(&outer as &(dyn std::error::Error + 'static)), |&e| {
+                e.source()
+            })
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                "internal: stopping",
+                "sink.iceberg_unavailable: writing the log",
+                "disk gone"
+            ]
+        );
+    }
+}

@@ -41,11 +41,11 @@ use crate::actors::context::RegistrarContext;
 use crate::actors::supervisor::{Outcome, Supervisor, SupervisorArgs};
 use crate::actors::token_refresher;
 use crate::actors::token_refresher::RefreshedToken;
+use crate::actors::tuning::Tuning;
 use crate::catalog::RestClient;
 use crate::catalog::auth::{NoAuth, SharedTokenSource, StaticToken};
 use crate::catalog::rest::RestClientSettings;
 use crate::catalog::tls::{TlsSettings, catalog_http_client};
-use crate::config::Tuning;
 use crate::config::{CatalogAuth, RegistrarConfig};
 use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
@@ -60,7 +60,8 @@ use crate::runtime::status::{RegistrarStatus, StatusBoard, StatusUpdates};
 fn open_quarantine(
     config: &RegistrarConfig,
 ) -> Result<Option<Arc<crate::table::quarantine::QuarantineStore>>> {
-    use crate::table::quarantine::{BadSegmentPolicy, QuarantineStore};
+    use crate::config::BadSegmentPolicy;
+    use crate::table::quarantine::QuarantineStore;
     if config.on_bad_segment == BadSegmentPolicy::Stop && !config.quarantine_file.exists() {
         return Ok(None);
     }
@@ -95,7 +96,15 @@ impl RegistrarBuilder {
         self
     }
 
-    /// Connects to the catalog and starts (see [`Registrar::start_with_feed`]).
+    /// The id of the iceberg sink this starts.
+    pub fn sink_id(&self) -> &str {
+        &self.config.id
+    }
+
+    /// Connects to the catalog first, so an untrusted certificate or a rejected credential fails
+    /// here, with its code, before anything is started; an unreachable catalog (or a 5xx) is
+    /// retried with the config's backoff. Returns once connected; the tables are resolved in the
+    /// background (see [`RegistrarStatus::readiness`]).
     pub async fn start(self) -> Result<RegistrarHandle> {
         let feed = match self.feed {
             Some(feed) => feed,
@@ -124,23 +133,13 @@ impl Registrar {
         }
     }
 
-    /// Starts a registrar that tails the segment catalog file of the config's parquet sink, with
-    /// the default [`Tuning`].
-    ///
-    /// Returns once the catalog has answered (an unreachable one is retried with the config's
-    /// backoff); the tables are resolved in the background, see [`RegistrarStatus::readiness`].
-    pub async fn start(config: RegistrarConfig) -> Result<RegistrarHandle> {
-        let feed = SegmentLogTail::open(&config.source.catalog);
-        Self::start_with_feed(config, Box::new(feed), Tuning::default()).await
-    }
-
     /// Starts a registrar fed by `feed` (an embedding runtime's own catalog, or a
     /// [`crate::protocol::feed::ChannelFeed`]).
     ///
     /// Connects to the catalog first, so an untrusted certificate or a rejected credential fails
     /// here, with its code, before anything is started. An unreachable catalog (or a 5xx) is
     /// transient: `start` retries it with the configured backoff and returns once connected.
-    pub async fn start_with_feed(
+    async fn start_with_feed(
         config: RegistrarConfig,
         feed: Box<dyn SegmentFeed>,
         tuning: Tuning,
@@ -200,7 +199,9 @@ impl Registrar {
             },
         )
         .await
-        .map_err(|e| Error::internal(format!("the registrar could not start: {e}")))?;
+        .map_err(|e| {
+            Error::internal(format!("the registrar could not start: {e}")).with_source(e)
+        })?;
         if let Some(refreshed) = &tokens.refreshed {
             tokio::spawn(token_refresher::follow_registrar(
                 refreshed.state(),

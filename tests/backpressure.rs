@@ -96,7 +96,10 @@ async fn the_feed_is_read_only_as_fast_as_segments_leave() {
         inner: SegmentLogTail::open(&h.config.source.catalog),
         taken: Arc::clone(&taken),
     };
-    let handle = Registrar::start_with_feed(h.config.clone(), Box::new(feed), tuning)
+    let handle = Registrar::builder(h.config.clone())
+        .feed(feed)
+        .tuning(tuning)
+        .start()
         .await
         .expect("registrar starts");
     let status = Harness::finish(handle, keys.len() as u64).await;

@@ -175,7 +175,12 @@ fn signed_config(h: &Harness, front: &Front, credential: SigV4Credential) -> Reg
 /// Runs a registrar on `config` expecting it to fail, at start or later; returns the error.
 async fn run_refused(config: RegistrarConfig) -> thadam_iceberg::Error {
     let feed = SegmentLogTail::open(&config.source.catalog);
-    match Registrar::start_with_feed(config, Box::new(feed), Default::default()).await {
+    match Registrar::builder(config)
+        .feed(feed)
+        .tuning(Default::default())
+        .start()
+        .await
+    {
         Err(e) => e,
         Ok(handle) => tokio::time::timeout(Duration::from_secs(120), handle.wait())
             .await

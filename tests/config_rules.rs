@@ -1887,7 +1887,7 @@ fn partition_by_parses_terms_and_refuses_bad_ones() {
 // on_bad_segment and quarantine_file (quarantine, supersede, replay).
 #[test]
 fn on_bad_segment_and_quarantine_file_parse_and_are_checked() {
-    use thadam_iceberg::table::quarantine::BadSegmentPolicy;
+    use thadam_iceberg::config::BadSegmentPolicy;
     let fx = Fixture::new();
     let default = fx.load_ok(&base());
     assert_eq!(

@@ -166,7 +166,8 @@ async fn two_nodes_cloned_from_one_image_each_register_their_own_segments() {
     }
     let status = h.run_until_handled(10).await;
     assert_eq!(status.registered(), 10);
-    let handle = thadam_iceberg::Registrar::start(b.config.clone())
+    let handle = thadam_iceberg::Registrar::builder(b.config.clone())
+        .start()
         .await
         .expect("node B starts");
     let status = Harness::finish(handle, 10).await;
@@ -182,7 +183,8 @@ async fn two_nodes_cloned_from_one_image_each_register_their_own_segments() {
     // Both restart after expiry: nothing again.
     h.expire_all_but_current("telemetry").await;
     assert_eq!(h.run_until_handled(10).await.registered(), 0);
-    let handle = thadam_iceberg::Registrar::start(b.config.clone())
+    let handle = thadam_iceberg::Registrar::builder(b.config.clone())
+        .start()
         .await
         .expect("node B restarts");
     assert_eq!(Harness::finish(handle, 10).await.registered(), 0);

@@ -244,7 +244,7 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     // The registrar retrying the connection: its warnings.
     let started = tokio::time::timeout(
         Duration::from_secs(2),
-        thadam_iceberg::Registrar::start(config),
+        thadam_iceberg::Registrar::builder(config).start(),
     )
     .await;
     assert!(started.is_err(), "it keeps retrying an unreachable catalog");

@@ -94,7 +94,10 @@ async fn four_edge_nodes_with_four_logs_register_into_one_table() {
         let feed =
             thadam_iceberg::protocol::segment_log::SegmentLogTail::open(&config.source.catalog);
         handles.push(
-            Registrar::start_with_feed(config.clone(), Box::new(feed), small_batches())
+            Registrar::builder(config.clone())
+                .feed(feed)
+                .tuning(small_batches())
+                .start()
                 .await
                 .expect("start"),
         );

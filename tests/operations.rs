@@ -480,12 +480,14 @@ async fn readyz_is_not_ready_with_a_wrong_token_and_ready_with_the_right_one() {
     assert_eq!(status, 503, "nothing started yet: {body}");
     assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
 
-    let feed = |c: &thadam_iceberg::config::RegistrarConfig| {
-        Box::new(SegmentLogTail::open(&c.source.catalog))
+    let start = |c: &thadam_iceberg::config::RegistrarConfig| {
+        thadam_iceberg::Registrar::builder(c.clone())
+            .feed(SegmentLogTail::open(&c.source.catalog))
+            .tuning(Tuning::default())
     };
     let wrong = with_token("a-wrong-token");
     let err = health
-        .start(wrong.clone(), feed(&wrong), Tuning::default())
+        .start(start(&wrong))
         .await
         .err()
         .expect("a wrong token is refused");
@@ -500,7 +502,7 @@ async fn readyz_is_not_ready_with_a_wrong_token_and_ready_with_the_right_one() {
 
     let right = with_token(RIGHT_TOKEN);
     let handle = health
-        .start(right.clone(), feed(&right), Tuning::default())
+        .start(start(&right))
         .await
         .expect("the right token is accepted");
     let deadline = tokio::time::Instant::now() + HANG_GUARD;

@@ -424,7 +424,7 @@ async fn a_table_error_stops_that_table_only_under_quarantine() {
     let mut stopping = h.config.clone();
     stopping.on_bad_segment = Default::default();
     let err = tokio::time::timeout(Duration::from_secs(60), async {
-        match thadam_iceberg::Registrar::start(stopping).await {
+        match thadam_iceberg::Registrar::builder(stopping).start().await {
             Err(e) => e,
             Ok(handle) => handle.wait().await.expect_err("fatal under stop"),
         }

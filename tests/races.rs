@@ -93,7 +93,8 @@ async fn a_schema_commit_that_brings_another_writers_snapshot_is_filtered_again(
             }
         }
     }
-    let handle = thadam_iceberg::Registrar::start(other)
+    let handle = thadam_iceberg::Registrar::builder(other)
+        .start()
         .await
         .expect("start");
     assert_eq!(Harness::finish(handle, 3).await.registered(), 3);
@@ -136,13 +137,12 @@ async fn a_feed_that_goes_back_in_seq_is_refused() {
         catalog_id: Some("embedded-catalog".into()),
     };
     let (sender, feed) = ChannelFeed::new(4);
-    let handle = thadam_iceberg::Registrar::start_with_feed(
-        h.config.clone(),
-        Box::new(feed),
-        Tuning::default(),
-    )
-    .await
-    .expect("start");
+    let handle = thadam_iceberg::Registrar::builder(h.config.clone())
+        .feed(feed)
+        .tuning(Tuning::default())
+        .start()
+        .await
+        .expect("start");
     sender.send(segment(7)).await.expect("send");
     // Seq 5 after 7: a watermark at 7 would cover it silently.
     let _ = sender.send(segment(5)).await;

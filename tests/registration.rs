@@ -251,7 +251,7 @@ async fn an_unreachable_catalog_is_retried_until_it_answers() {
     let upstream = common::forward::socket_of(&h.env.catalog_uri);
     let mut config = h.config.clone();
     config.catalog_uri = format!("http://127.0.0.1:{port}").parse().expect("url");
-    let starting = tokio::spawn(thadam_iceberg::Registrar::start(config));
+    let starting = tokio::spawn(thadam_iceberg::Registrar::builder(config).start());
     // The registrar keeps retrying (backoff 100ms..2s); bring the catalog up after a while.
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     assert!(
@@ -314,13 +314,12 @@ async fn an_embedding_runtime_feeds_its_own_catalog() {
     }
     for round in 0..2 {
         let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::start_with_feed(
-            h.config.clone(),
-            Box::new(feed),
-            Tuning::default(),
-        )
-        .await
-        .expect("start");
+        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
+            .feed(feed)
+            .tuning(Tuning::default())
+            .start()
+            .await
+            .expect("start");
         // On every start the runtime replays what its catalog holds.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

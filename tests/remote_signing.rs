@@ -228,10 +228,12 @@ impl Setup {
     async fn register(&self, config: RegistrarConfig, n: u64) {
         let feed =
             thadam_iceberg::protocol::segment_log::SegmentLogTail::open(&config.source.catalog);
-        let handle =
-            thadam_iceberg::Registrar::start_with_feed(config, Box::new(feed), Default::default())
-                .await
-                .expect("registrar starts");
+        let handle = thadam_iceberg::Registrar::builder(config)
+            .feed(feed)
+            .tuning(Default::default())
+            .start()
+            .await
+            .expect("registrar starts");
         common::Harness::finish(handle, n).await;
     }
 
@@ -381,10 +383,12 @@ async fn run_until_fatal(s: &Setup, front: &Front) -> (thadam_iceberg::Error, Du
     let config = s.keyless_via(front);
     let feed = thadam_iceberg::protocol::segment_log::SegmentLogTail::open(&config.source.catalog);
     let started = Instant::now();
-    let handle =
-        thadam_iceberg::Registrar::start_with_feed(config, Box::new(feed), Default::default())
-            .await
-            .expect("registrar starts");
+    let handle = thadam_iceberg::Registrar::builder(config)
+        .feed(feed)
+        .tuning(Default::default())
+        .start()
+        .await
+        .expect("registrar starts");
     let err = tokio::time::timeout(Duration::from_secs(120), handle.wait())
         .await
         .expect("the registrar stopped in time (hang guard: a refusal must not be retried forever)")

@@ -292,13 +292,12 @@ async fn snapshots_no_watermark_covers_are_never_expired() {
     }
     for round in 0..2 {
         let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::start_with_feed(
-            h.config.clone(),
-            Box::new(feed),
-            tuning(HOUR),
-        )
-        .await
-        .expect("start");
+        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
+            .feed(feed)
+            .tuning(tuning(HOUR))
+            .start()
+            .await
+            .expect("start");
         // The runtime replays what its catalog holds on every start.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

@@ -177,7 +177,7 @@ async fn the_shipper_location_refused_by_the_catalog_stops_with_the_fix_named() 
 
     // The registrar itself: fatal, with the cause and the fix, and no table.
     let outcome = tokio::time::timeout(FATAL_GUARD, async {
-        match Registrar::start(h.config_via(&front.uri)).await {
+        match Registrar::builder(h.config_via(&front.uri)).start().await {
             Err(e) => e,
             Ok(handle) => handle
                 .wait()

@@ -61,7 +61,7 @@ fn identity(files: &common::tls::CertFiles) -> Option<ClientIdentity> {
 /// Starts a registrar that must stop on a fatal error (at start, or soon after); returns it.
 async fn fatal(config: RegistrarConfig) -> Error {
     let outcome = tokio::time::timeout(FATAL_GUARD, async move {
-        match Registrar::start(config).await {
+        match Registrar::builder(config).start().await {
             Err(e) => e,
             Ok(handle) => handle
                 .wait()
@@ -94,7 +94,10 @@ fn evolved_batch(segment: u64, rows: usize) -> RecordBatch {
 async fn registers_with_schema_change(h: &mut Harness, config: RegistrarConfig) {
     h.ship_telemetry(0, 40).await;
     h.ship("telemetry", &evolved_batch(1, 30)).await;
-    let handle = Registrar::start(config).await.expect("registrar starts");
+    let handle = Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts");
     let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 2))
         .await
         .expect("registered in time (hang guard)")
@@ -330,7 +333,10 @@ async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
     let config = secured(&h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
-    let handle = Registrar::start(config).await.expect("registrar starts");
+    let handle = Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts");
 
     // Segments shipped across several token lifetimes (3 s each, renewed at 2.4 s).
     let mut shipped = 0u64;
@@ -439,7 +445,10 @@ async fn a_419_for_an_expired_token_is_renewed_once() {
     let config = secured(&h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
-    let handle = Registrar::start(config).await.expect("registrar starts");
+    let handle = Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts");
     h.ship_telemetry(0, 10).await;
     tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
         .await
@@ -537,7 +546,10 @@ async fn a_credential_refused_at_renewal_stops_the_registrar() {
     let config = secured(&h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
-    let handle = Registrar::start(config).await.expect("registrar starts");
+    let handle = Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts");
     tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
         .await
         .expect("registered in time (hang guard)")
@@ -757,7 +769,10 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
     debug.push(format!("{client:?}"));
     drop(client);
     h.ship_telemetry(0, 10).await;
-    let handle = Registrar::start(config).await.expect("registrar starts");
+    let handle = Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts");
     mock.revoke_latest();
     let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
         .await

@@ -3,7 +3,7 @@
  *
  * s3s-fs 0.14.1 leaves Nagle's algorithm on for its accepted connections, so a response whose
  * headers and body go out in two writes waits for the client's delayed ACK: ~44 ms on most GETs
- * with a body (see /work/shared/design-notes.md, "What runs on these machines"). That is harmless
+ * with a body (Linux's delayed-ACK timeout is 40 ms or more). That is harmless
  * for correctness tests but dominates latency and throughput figures, so benches/e2e.sh starts
  * s3s-fs with this library (scripts/servers: THADAM_S3_PRELOAD=path/to/nodelay.so).
  *

@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
     HOOK.call_once(|| {
         if std::env::var_os("THADAM_FUZZ_STRICT").is_none() {
             std::panic::set_hook(Box::new(|_| {}));
+        } else {
+            // The reader keeps the panics it catches from the hook unless asked.
+            thadam_iceberg::io::footer::print_caught_decoder_panics(true);
         }
     });
     if let Err(e) = decode_file("fuzz/seg.parquet", data) {

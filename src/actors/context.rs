@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
+use crate::actors::tuning::Tuning;
 use crate::catalog::{RestClient, TableName};
-use crate::config::{RegistrarConfig, RetryPolicy, Tuning};
+use crate::config::{RegistrarConfig, RetryPolicy};
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
 

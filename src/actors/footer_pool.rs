@@ -136,7 +136,7 @@ impl Actor for FooterReader {
 fn reply(
     to: &ActorRef<CommitterMsg>,
     seq: u64,
-    result: crate::error::Result<Arc<crate::io::footer::SegmentFooter>>,
+    result: crate::error::Result<Arc<crate::protocol::footer::SegmentFooter>>,
 ) {
     // A committer that is gone has stopped with the service; its segment stays in the catalog.
     let _ = to.cast(CommitterMsg::FooterRead { seq, result });

@@ -12,9 +12,12 @@
 pub mod committer;
 pub mod context;
 pub mod footer_pool;
+#[doc(hidden)]
+pub mod hooks;
 pub mod schema_merger;
 pub mod supervisor;
 pub mod token_refresher;
+pub mod tuning;
 pub mod watcher;
 
 /// ractor's error type for handlers; our `Error` travels inside it and is recovered by the

@@ -24,7 +24,7 @@ use crate::actors::context::SharedContext;
 use crate::catalog::commit_retry::{Failures, Next, after_failure};
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
+use crate::protocol::messages::{SchemaMergerMsg, SchemaReconciled};
 use crate::runtime::retry::{Op, ReportTo, retry_transient};
 use crate::table::create::create_table;
 use crate::table::partition;
@@ -91,7 +91,7 @@ async fn reconcile(
     state: &SchemaMergerState,
     current: Option<TableMetadataRef>,
     file: &Schema,
-) -> Result<SchemaChange> {
+) -> Result<SchemaReconciled> {
     let (ctx, name, dataset) = (&state.ctx, &state.name, state.dataset.as_str());
     let mut shutdown = ctx.shutdown.clone();
     // The newest version of the table this merger took from the catalog (a creation, a reload):
@@ -154,8 +154,8 @@ async fn reconcile(
             + 1;
         let evolved = match merge_table(current, &FieldHistory::of(&metadata), file, next_id) {
             Ok(MergeOutcome::Unchanged) => {
-                return Ok(latest.map_or(SchemaChange::Unchanged, |t| {
-                    SchemaChange::Changed(Box::new(t))
+                return Ok(latest.map_or(SchemaReconciled::Unchanged, |t| {
+                    SchemaReconciled::Changed(Box::new(t))
                 }));
             }
             Ok(MergeOutcome::Evolved { schema, changes }) => {
@@ -190,7 +190,7 @@ async fn reconcile(
                 metrics::counter!("thadam_iceberg_schema_changes_total", "table" => name.to_string())
                     .increment(1);
                 tracing::info!(table = %name, schema_id = t.metadata().current_schema_id(), "schema evolved");
-                return Ok(SchemaChange::Changed(Box::new(t)));
+                return Ok(SchemaReconciled::Changed(Box::new(t)));
             }
             Err(failure) => failure,
         };
@@ -257,7 +257,7 @@ fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, metadata:
         return;
     }
     let wanted: Vec<String> = terms.iter().map(ToString::to_string).collect();
-    crate::table::column_stats::warn_once(format!(
+    crate::runtime::warn_once::warn(format!(
         "table {name} exists with partition spec {} (spec id {}); partition_by [{}] of sink {} \
          applies only to tables the registrar creates, so files are registered under the \
          table's spec",

@@ -135,6 +135,7 @@ impl Actor for Supervisor {
                     Ok(e) => *e,
                     Err(other) => {
                         Error::internal(format!("actor {:?} failed: {other}", who.get_id()))
+                            .with_boxed_source(other)
                     }
                 };
                 state.fail(&myself, error);

@@ -36,8 +36,8 @@ use object_store::ObjectStore;
 
 use crate::config::{Secret, StoreConfig};
 use crate::error::Result;
+use crate::io::credentials::{S3Access, S3Credentials, S3Keys};
 use crate::io::signer::{RequestSigner, SharedSigner};
-use crate::io::store::{S3Access, S3Credentials, S3Keys};
 
 /// The `config` / `storage-credentials` keys of vended S3 credentials.
 pub const ACCESS_KEY_ID: &str = "s3.access-key-id";

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::catalog::CommitError;
 use crate::config::RetryPolicy;
-use crate::runtime::retry::delay_for;
+use crate::runtime::backoff::delay_for;
 
 /// Conflicts in a row answered by an immediate reload and retry. A 409 means the other writer's
 /// commit has landed: the table is free again, and waiting only lets a third writer in first.

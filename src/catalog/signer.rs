@@ -334,7 +334,9 @@ impl RequestSigner for CatalogSigner {
             headers: &request.headers,
             body: request.body.as_deref(),
         })
-        .map_err(|e| Error::internal(format!("cannot encode an S3 sign request: {e}")))?;
+        .map_err(|e| {
+            Error::internal(format!("cannot encode an S3 sign request: {e}")).with_source(e)
+        })?;
         let mut token = self.via.tokens.current().await.map_err(|e| {
             e.context(format!(
                 "getting the catalog token for the S3 signer at {}",

@@ -77,7 +77,9 @@ fn signature_headers_with(
         .time(time)
         .settings(settings)
         .build()
-        .map_err(|e| Error::internal(format!("catalog_sigv4: cannot set up the signer: {e}")))?
+        .map_err(|e| {
+            Error::internal(format!("catalog_sigv4: cannot set up the signer: {e}")).with_source(e)
+        })?
         .into();
     let signable = SignableRequest::new(
         request.method,
@@ -106,7 +108,7 @@ fn signature_headers_with(
 
 /// The signer's errors name what could not be parsed (a URL, a header), never a value.
 fn signing_error(e: aws_sigv4::http_request::SigningError) -> Error {
-    Error::internal(format!("catalog_sigv4: cannot sign the request: {e}"))
+    Error::internal(format!("catalog_sigv4: cannot sign the request: {e}")).with_source(e)
 }
 
 /// Signs `request` in place: first its query string is spelled canonically (see

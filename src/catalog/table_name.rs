@@ -13,8 +13,9 @@ pub struct TableName {
 
 impl TableName {
     pub fn ident(&self) -> Result<TableIdent> {
-        let ns = NamespaceIdent::from_vec(self.namespace.clone())
-            .map_err(|e| Error::config_invalid(format!("namespace is not valid: {e}")))?;
+        let ns = NamespaceIdent::from_vec(self.namespace.clone()).map_err(|e| {
+            Error::config_invalid(format!("namespace is not valid: {e}")).with_source(e)
+        })?;
         Ok(TableIdent::new(ns, self.name.clone()))
     }
 }

@@ -48,7 +48,7 @@ pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
                     "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
                      check that the key belongs to the certificate",
                     cert.display()
-                ))
+                )).with_source(e)
             })?,
         _ => builder.with_no_client_auth(),
     };
@@ -58,7 +58,9 @@ pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
         .timeout(Duration::from_secs(60))
         .pool_idle_timeout(Duration::from_secs(30))
         .build()
-        .map_err(|e| Error::internal(format!("cannot build the catalog HTTP client: {e}")))
+        .map_err(|e| {
+            Error::internal(format!("cannot build the catalog HTTP client: {e}")).with_source(e)
+        })
 }
 
 fn platform_roots() -> RootCertStore {
@@ -95,6 +97,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
             "cannot read certificate file {}: {e}",
             path.display()
         ))
+        .with_source(e)
     })?;
     let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(file))
         .collect::<std::result::Result<_, _>>()
@@ -103,6 +106,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
                 "{} is not a PEM certificate file: {e}",
                 path.display()
             ))
+            .with_source(e)
         })?;
     if certs.is_empty() {
         return Err(Error::config_invalid(format!(
@@ -120,6 +124,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
             "cannot read catalog_client_key {}: {e}",
             path.display()
         ))
+        .with_source(e)
     })?;
     rustls_pemfile::private_key(&mut BufReader::new(file))
         .map_err(|_| {
@@ -218,6 +223,17 @@ mod tests {
     use std::io;
 
     use super::*;
+
+    #[test]
+    fn an_unreadable_certificate_file_keeps_the_io_error_as_its_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = read_certs(&dir.path().join("missing.pem")).expect_err("no such file");
+        assert_eq!(err.code(), crate::error::ErrorCode::ConfigInvalid, "{err}");
+        let source = err.source().expect("the io error underneath");
+        let io = source.downcast_ref::<io::Error>().expect("an io::Error");
+        assert_eq!(io.kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn finds_rustls_errors_inside_nested_io_errors() {

@@ -5,11 +5,20 @@
 //! shipper and the iceberg sink) and hands them to the same validation as [`super::Config::load`].
 //! So a config made in code passes exactly the rules a file does, and fails with the same
 //! `config.invalid` message naming the same key (`sinks` ids are those of the builder: see
-//! [`ConfigBuilder::id`]). Keys without a setter of their own go through
-//! [`ConfigBuilder::set`], by their YAML path.
+//! [`ConfigBuilder::id`]).
+//!
+//! The common keys have typed setters (`commit_max_segments(200)`, `commit_linger(Duration)`,
+//! `on_bad_segment(BadSegmentPolicy::Quarantine)`, ...), so the compiler checks the type. A typed
+//! setter only writes its value as YAML under the key's path: the rules on the value (greater
+//! than 0, at most an hour, http endpoints only with `store_allow_http(true)`, ...) are checked by
+//! `build` in one place, the same place a file's are. Every other key goes through
+//! [`ConfigBuilder::set`], by its YAML path; a later setter of a key replaces an earlier one,
+//! whichever way each was written.
 //!
 //! ```
-//! use thadam_iceberg::config::{RegistrarConfig, Secret};
+//! use std::time::Duration;
+//!
+//! use thadam_iceberg::config::{BadSegmentPolicy, RegistrarConfig, Secret};
 //! let config = RegistrarConfig::builder()
 //!     .pipeline("edge-7")
 //!     .segments_dir("/var/lib/thadam/segments")
@@ -18,11 +27,15 @@
 //!     .catalog_uri("https://catalog.example/api/catalog")
 //!     .catalog_token(Secret::new("t0ken"))
 //!     .namespace("edge.raw")
-//!     .set("commit.max_segments", 200)
-//!     .set("store.region", "eu-west-1")
+//!     .commit_max_segments(200)
+//!     .commit_linger(Duration::from_secs(2))
+//!     .store_region("eu-west-1")
+//!     .on_bad_segment(BadSegmentPolicy::Quarantine)
+//!     .set("catalog_headers.X-Iceberg-Access-Delegation", "vended-credentials")
 //!     .build()
 //!     .expect("valid");
 //! assert_eq!(config.commit.max_segments, 200);
+//! assert_eq!(config.commit.linger, Duration::from_secs(2));
 //! assert_eq!(config.namespace, ["edge", "raw"]);
 //! ```
 //!
@@ -32,15 +45,17 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_yaml_ng::{Mapping, Value};
 
+use super::partition_by::PartitionTerm;
 use super::raw::RawSink;
-use super::secret::Secret;
-use super::types::RegistrarConfig;
+use super::types::{BadSegmentPolicy, RegistrarConfig, SnapshotRetention, TableLocation};
 use super::validate;
 use crate::error::{Error, Result};
+use crate::secret::Secret;
 
 /// The parquet and object_store sinks' ids in a built config (they appear in error messages).
 const SOURCE_ID: &str = "segments";
@@ -158,6 +173,122 @@ impl ConfigBuilder {
         self.set("create_table", create)
     }
 
+    /// `catalog_warehouse`: the warehouse sent on `GET /v1/config`.
+    pub fn catalog_warehouse(self, warehouse: impl Into<String>) -> Self {
+        self.set("catalog_warehouse", warehouse.into())
+    }
+
+    /// `table_location`: who chooses where a created table lives.
+    pub fn table_location(self, location: TableLocation) -> Self {
+        self.set("table_location", location.as_str())
+    }
+
+    /// `partition_by`: the partition terms of a table the registrar creates, in order.
+    pub fn partition_by(self, terms: impl IntoIterator<Item = PartitionTerm>) -> Self {
+        let terms: Vec<String> = terms.into_iter().map(|t| t.to_string()).collect();
+        self.set("partition_by", terms)
+    }
+
+    /// `commit.max_segments`: the most segments in one snapshot.
+    pub fn commit_max_segments(self, segments: usize) -> Self {
+        self.set("commit.max_segments", segments)
+    }
+
+    /// `commit.max_bytes`: the most bytes of data files in one snapshot.
+    pub fn commit_max_bytes(self, bytes: u64) -> Self {
+        self.set("commit.max_bytes", bytes)
+    }
+
+    /// `commit.linger`: how long a batch that is not full may wait for more segments.
+    pub fn commit_linger(self, linger: Duration) -> Self {
+        self.set("commit.linger", duration_text(linger))
+    }
+
+    /// `commit.min_interval`: the least time between the starts of two commits of one table.
+    pub fn commit_min_interval(self, interval: Duration) -> Self {
+        self.set("commit.min_interval", duration_text(interval))
+    }
+
+    /// `retry.initial`: the first backoff delay.
+    pub fn retry_initial(self, initial: Duration) -> Self {
+        self.set("retry.initial", duration_text(initial))
+    }
+
+    /// `retry.max`: the backoff's cap.
+    pub fn retry_max(self, max: Duration) -> Self {
+        self.set("retry.max", duration_text(max))
+    }
+
+    /// `retry.jitter`: whether backoff delays are jittered.
+    pub fn retry_jitter(self, jitter: bool) -> Self {
+        self.set("retry.jitter", jitter)
+    }
+
+    /// `footer_readers`: how many footers are read at once.
+    pub fn footer_readers(self, readers: usize) -> Self {
+        self.set("footer_readers", readers)
+    }
+
+    /// `memory.segments`: the most uploaded segments held at once.
+    pub fn memory_segments(self, segments: usize) -> Self {
+        self.set("memory.segments", segments)
+    }
+
+    /// `memory.footer_bytes`: the most footer bytes held, across tables.
+    pub fn memory_footer_bytes(self, bytes: u64) -> Self {
+        self.set("memory.footer_bytes", bytes)
+    }
+
+    /// `unready_after`: how long a table may keep failing before `/readyz` answers 503.
+    pub fn unready_after(self, after: Duration) -> Self {
+        self.set("unready_after", duration_text(after))
+    }
+
+    /// `on_bad_segment`: stop, or quarantine a segment that cannot be registered.
+    pub fn on_bad_segment(self, policy: BadSegmentPolicy) -> Self {
+        self.set("on_bad_segment", policy.as_str())
+    }
+
+    /// `quarantine_file`: where quarantined segments are recorded.
+    pub fn quarantine_file(mut self, path: impl AsRef<Path>) -> Self {
+        insert_path(
+            &mut self.iceberg,
+            "quarantine_file",
+            path_value(path.as_ref()),
+        );
+        self
+    }
+
+    /// `snapshot_retention`: `max_age` and `min_snapshots` (both required by the rules).
+    pub fn snapshot_retention(self, retention: SnapshotRetention) -> Self {
+        self.set(
+            "snapshot_retention.max_age",
+            duration_text(retention.max_age),
+        )
+        .set("snapshot_retention.min_snapshots", retention.min_snapshots)
+    }
+
+    /// `store.endpoint`: a custom S3 endpoint (MinIO, SeaweedFS); absent means AWS.
+    pub fn store_endpoint(self, endpoint: impl Into<String>) -> Self {
+        self.set("store.endpoint", endpoint.into())
+    }
+
+    /// `store.region`.
+    pub fn store_region(self, region: impl Into<String>) -> Self {
+        self.set("store.region", region.into())
+    }
+
+    /// `store.allow_http`: whether an `http://` endpoint is allowed.
+    pub fn store_allow_http(self, allow: bool) -> Self {
+        self.set("store.allow_http", allow)
+    }
+
+    /// `store.access_key_id` and `store.secret_access_key`: the store's own S3 keys.
+    pub fn store_keys(self, access_key_id: Secret, secret_access_key: Secret) -> Self {
+        self.set("store.access_key_id", access_key_id.expose())
+            .set("store.secret_access_key", secret_access_key.expose())
+    }
+
     /// Any key of the iceberg sink's `config:` by its YAML path, e.g. `"commit.linger"`,
     /// `"store.endpoint"`, `"catalog_credential.client_secret"`; a later `set` of a key
     /// replaces an earlier one.
@@ -220,6 +351,12 @@ fn sink(id: &str, kind: &str, config: Mapping) -> RawSink {
         kind: kind.to_string(),
         config: Value::Mapping(config),
     }
+}
+
+/// A duration as the YAML rules read it (humantime, exact to the nanosecond: `1m 30s`,
+/// `250ms`, `0s`).
+fn duration_text(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
 }
 
 fn path_value(path: &Path) -> Value {
@@ -335,6 +472,152 @@ sinks:
             .build()
             .expect_err("bad duration");
         assert!(!err.message().contains("SECRET"), "{err}");
+    }
+
+    #[test]
+    fn typed_setters_equal_the_same_keys_set_by_path() {
+        let typed = minimal()
+            .catalog_warehouse("lake")
+            .table_location(TableLocation::Catalog)
+            .partition_by(
+                ["hour(ts)", "bucket(16, device)"].map(|t| PartitionTerm::parse(t).expect("term")),
+            )
+            .commit_max_segments(200)
+            .commit_max_bytes(64 << 20)
+            .commit_linger(Duration::from_millis(1500))
+            .commit_min_interval(Duration::from_secs(90))
+            .retry_initial(Duration::from_millis(250))
+            .retry_max(Duration::from_secs(30))
+            .retry_jitter(false)
+            .footer_readers(4)
+            .memory_segments(4096)
+            .memory_footer_bytes(16 << 20)
+            .unready_after(Duration::from_secs(120))
+            .on_bad_segment(BadSegmentPolicy::Quarantine)
+            .quarantine_file("/data/q")
+            .snapshot_retention(SnapshotRetention {
+                max_age: Duration::from_secs(86_400),
+                min_snapshots: 10,
+            })
+            .store_endpoint("http://127.0.0.1:9000")
+            .store_region("eu-west-1")
+            .store_allow_http(true)
+            .store_keys(Secret::new("AKID"), Secret::new("sk"))
+            .build()
+            .expect("valid");
+        let by_path = minimal()
+            .set("catalog_warehouse", "lake")
+            .set("table_location", "catalog")
+            .set("partition_by", ["hour(ts)", "bucket(16, device)"])
+            .set("commit.max_segments", 200)
+            .set("commit.max_bytes", "64MiB")
+            .set("commit.linger", "1500ms")
+            .set("commit.min_interval", "90s")
+            .set(
+                "retry",
+                std::collections::BTreeMap::from([("initial", "250ms"), ("max", "30s")]),
+            )
+            .set("retry.jitter", false)
+            .set("footer_readers", 4)
+            .set("memory.segments", 4096)
+            .set("memory.footer_bytes", "16MiB")
+            .set("unready_after", "2m")
+            .set("on_bad_segment", "quarantine")
+            .set("quarantine_file", "/data/q")
+            .set("snapshot_retention.max_age", "1d")
+            .set("snapshot_retention.min_snapshots", 10)
+            .set("store.endpoint", "http://127.0.0.1:9000")
+            .set("store.region", "eu-west-1")
+            .set("store.allow_http", true)
+            .set("store.access_key_id", "AKID")
+            .set("store.secret_access_key", "sk")
+            .build()
+            .expect("valid");
+        assert_eq!(typed, by_path);
+        assert_eq!(typed.commit.linger, Duration::from_millis(1500));
+        assert_eq!(typed.on_bad_segment, BadSegmentPolicy::Quarantine);
+        assert_eq!(typed.table_location, TableLocation::Catalog);
+        let shown: Vec<String> = typed.partition_by.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["hour(ts)", "bucket(16, device)"]);
+        // Durations survive the YAML text exactly, to the nanosecond.
+        let odd = Duration::new(3_723, 4_005_006);
+        assert_eq!(
+            minimal().retry_max(odd).build().expect("valid").retry.max,
+            odd
+        );
+        // The default values write the defaults.
+        let defaults = minimal()
+            .table_location(TableLocation::default())
+            .on_bad_segment(BadSegmentPolicy::default())
+            .build()
+            .expect("valid");
+        assert_eq!(defaults, minimal().build().expect("valid"));
+    }
+
+    #[test]
+    fn typed_setters_are_checked_by_the_yaml_rules() {
+        for (builder, key, says) in [
+            (
+                minimal().commit_max_segments(0),
+                "config.commit.max_segments",
+                "greater than 0",
+            ),
+            (
+                minimal().commit_linger(Duration::from_secs(7200)),
+                "config.commit.linger",
+                "over an hour",
+            ),
+            (
+                minimal().retry_initial(Duration::ZERO),
+                "config.retry.initial",
+                "greater than 0",
+            ),
+            (
+                minimal()
+                    .retry_initial(Duration::from_secs(10))
+                    .retry_max(Duration::from_secs(1)),
+                "config.retry.max",
+                "less than retry.initial",
+            ),
+            (
+                minimal().store_endpoint("http://127.0.0.1:9000"),
+                "config.store.endpoint",
+                "allow_http",
+            ),
+            (
+                minimal().snapshot_retention(SnapshotRetention {
+                    max_age: Duration::from_millis(10),
+                    min_snapshots: 1,
+                }),
+                "config.snapshot_retention.max_age",
+                "at least 1s",
+            ),
+            (
+                minimal().memory_segments(0),
+                "config.memory.segments",
+                "greater than 0",
+            ),
+        ] {
+            let err = builder.build().expect_err(key);
+            assert_eq!(err.code(), ErrorCode::ConfigInvalid, "{key}");
+            assert!(
+                err.message().contains(key) && err.message().contains(says),
+                "{key}: {err}"
+            );
+        }
+        // A later setter of a key replaces an earlier one, typed or by path.
+        let config = minimal()
+            .commit_max_segments(0)
+            .set("commit.max_segments", 7)
+            .build()
+            .expect("valid");
+        assert_eq!(config.commit.max_segments, 7);
+        let config = minimal()
+            .set("commit.max_segments", 0)
+            .commit_max_segments(9)
+            .build()
+            .expect("valid");
+        assert_eq!(config.commit.max_segments, 9);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
 use super::interpolate;
-use super::secret::Secret;
 use crate::error::Error;
+use crate::secret::Secret;
 
 /// The sink being read and the directory relative paths are resolved against.
 pub(crate) struct Ctx<'a> {

@@ -16,27 +16,28 @@
 mod builder;
 mod field;
 mod interpolate;
+pub mod partition_by;
 mod raw;
-mod secret;
 mod secret_url;
 mod source;
+mod store;
 mod tls;
-mod tuning;
 mod types;
 mod urls;
 mod validate;
 
 use std::path::Path;
 
+pub use crate::runtime::backoff::RetryPolicy;
+pub use crate::secret::Secret;
 pub use builder::ConfigBuilder;
-pub use secret::Secret;
+pub use partition_by::PartitionTerm;
 pub use secret_url::SecretUrl;
-pub use tuning::Tuning;
 pub use types::StoreCredentials;
 pub use types::{
-    CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
-    DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential, ParquetSource,
-    RegistrarConfig, RetryPolicy, SigV4Credential, SnapshotRetention, StoreConfig, TableLocation,
+    BadSegmentPolicy, CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy,
+    DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER, DatasetConfig, MemoryBudget, OAuth2Credential,
+    ParquetSource, RegistrarConfig, SigV4Credential, SnapshotRetention, StoreConfig, TableLocation,
     TableRoot, UnsignedPolicy,
 };
 

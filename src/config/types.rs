@@ -2,15 +2,14 @@
 //! rules in `validate`: defaults are applied, references resolved, relative paths made relative
 //! to the config file's directory, and secrets wrapped in [`Secret`].
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use url::Url;
 
-use super::secret::Secret;
 use super::secret_url::SecretUrl;
+use crate::runtime::backoff::RetryPolicy;
+use crate::secret::Secret;
 
 /// One registrar: a `kind: iceberg` sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +46,7 @@ pub struct RegistrarConfig {
     pub table_location: TableLocation,
     /// `partition_by`: the partition spec a table created by the registrar gets (empty:
     /// unpartitioned). An existing table's own default spec is always used.
-    pub partition_by: Vec<crate::table::partition::PartitionTerm>,
+    pub partition_by: Vec<super::partition_by::PartitionTerm>,
     /// S3 access for metadata, manifests and footer reads.
     pub store: StoreConfig,
     /// Backoff for transient failures.
@@ -63,12 +62,12 @@ pub struct RegistrarConfig {
     pub unready_after: std::time::Duration,
     /// `on_bad_segment`: stop (default) or quarantine a segment that cannot be registered for
     /// a reason about its file (see `table::quarantine`).
-    pub on_bad_segment: crate::table::quarantine::BadSegmentPolicy,
+    pub on_bad_segment: BadSegmentPolicy,
     /// `quarantine_file`: where quarantined segments are recorded. Default
     /// `{segment catalog}.quarantine`.
     pub quarantine_file: PathBuf,
     /// `table_properties`: table properties a table the registrar creates gets, over the
-    /// registrar's defaults ([`crate::table::create::default_properties`]). Existing tables are
+    /// registrar's defaults (`table::create::creation_properties`). Existing tables are
     /// never changed. Keys under `thadam.` are the registrar's own and refused.
     pub table_properties: Vec<(String, String)>,
     /// `snapshot_retention`: expire old snapshots of the main branch in the registrar's own
@@ -119,6 +118,16 @@ pub enum TableLocation {
     /// outside the places they allow). Data files stay where the shipper put them and are
     /// registered by their absolute URI.
     Catalog,
+}
+
+impl TableLocation {
+    /// The YAML spelling: `shipper` or `catalog`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableLocation::Shipper => "shipper",
+            TableLocation::Catalog => "catalog",
+        }
+    }
 }
 
 /// How the client authenticates at the OAuth2 token endpoint (RFC 6749 section 2.3.1).
@@ -289,54 +298,24 @@ pub const DEFAULT_FOOTER_READERS: usize = 8;
 /// readiness, short enough that an outage pages someone within minutes.
 pub const DEFAULT_UNREADY_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// `retry`: exponential backoff for transient failures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// The first delay. Default 1s; always > 0.
-    pub initial: Duration,
-    /// The cap. Default 60s; always >= `initial`.
-    pub max: Duration,
-    /// Whether delays are jittered. Default true.
-    pub jitter: bool,
+/// `on_bad_segment`: what a segment that cannot be registered does to the pipeline (the
+/// decision itself is `table::quarantine::action`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BadSegmentPolicy {
+    /// The service stops with the error (the spec's behaviour).
+    #[default]
+    Stop,
+    /// A segment that fails for a reason about the file is quarantined; the rest goes on.
+    Quarantine,
 }
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            initial: Duration::from_secs(1),
-            max: Duration::from_secs(60),
-            jitter: true,
+impl BadSegmentPolicy {
+    /// The YAML spelling: `stop` or `quarantine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadSegmentPolicy::Stop => "stop",
+            BadSegmentPolicy::Quarantine => "quarantine",
         }
-    }
-}
-
-impl RetryPolicy {
-    /// The delay before retry number `attempt` (0 for the first retry).
-    ///
-    /// The base delay is `initial * 2^attempt`, capped at `max`. With `jitter`, the delay is
-    /// drawn uniformly from `[base/2, base]` ("equal jitter"): registrars restarted together do
-    /// not retry in lockstep, yet each still waits at least half the base delay, so a catalog
-    /// that is down is not hammered the way full jitter (`[0, base]`) can. The randomness comes
-    /// from std's randomly keyed `RandomState` (a fresh key per call), so no RNG crate or shared
-    /// state is needed; it is not cryptographic and does not need to be.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        // 2^31 already exceeds any sane max/initial ratio; past it, the cap applies.
-        let base = if attempt >= 31 {
-            self.max
-        } else {
-            self.initial.saturating_mul(1u32 << attempt).min(self.max)
-        };
-        if !self.jitter {
-            return base;
-        }
-        let half = base / 2;
-        let span = (base - half).as_nanos();
-        let draw = u128::from(RandomState::new().hash_one(attempt));
-        let extra = draw % (span + 1);
-        // Split into seconds and nanoseconds: a `max` of centuries overflows u64 nanoseconds.
-        let secs = u64::try_from(extra / 1_000_000_000).unwrap_or(u64::MAX);
-        let nanos = (extra % 1_000_000_000) as u32;
-        half + Duration::new(secs, nanos)
     }
 }
 

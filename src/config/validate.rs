@@ -4,23 +4,23 @@
 use std::path::Path;
 
 use super::field::Ctx;
+use super::partition_by::{self, PartitionTerm};
 use super::raw::{
     RawCommit, RawCredential, RawIceberg, RawMemory, RawRetention, RawRetry, RawSigV4, RawSink,
     RawStore,
 };
-use super::secret::Secret;
 use super::secret_url::SecretUrl;
 use super::source;
 use super::tls;
 use super::types::{
-    CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy, DEFAULT_FOOTER_READERS,
-    DEFAULT_UNREADY_AFTER, MemoryBudget, OAuth2Credential, RegistrarConfig, RetryPolicy,
+    BadSegmentPolicy, CatalogAuth, ClientAuth, ClientIdentity, CommitPolicy,
+    DEFAULT_FOOTER_READERS, DEFAULT_UNREADY_AFTER, MemoryBudget, OAuth2Credential, RegistrarConfig,
     SigV4Credential, SnapshotRetention, StoreConfig, TableLocation,
 };
 use super::urls;
 use crate::error::Result;
-use crate::table::partition::PartitionTerm;
-use crate::table::quarantine::BadSegmentPolicy;
+use crate::runtime::backoff::RetryPolicy;
+use crate::secret::Secret;
 
 /// Builds the registrar for `sink` (of kind iceberg); `sinks` is the whole list, for `from` and
 /// the shipper.
@@ -257,7 +257,7 @@ fn default_quarantine_file(catalog: &std::path::Path) -> std::path::PathBuf {
 /// `partition_by`: a list of partition terms (`hour(ts)`, `device`, `bucket(16, device)`), each
 /// valid and naming its own partition field. Columns are resolved when a table is created.
 fn partition_by(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<PartitionTerm>> {
-    const KEY: &str = crate::table::partition::KEY;
+    const KEY: &str = partition_by::KEY;
     let items = match raw.partition_by.as_ref() {
         None | Some(serde_yaml_ng::Value::Null) => return Ok(Vec::new()),
         Some(serde_yaml_ng::Value::Sequence(items)) => items,
@@ -277,7 +277,7 @@ fn partition_by(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<PartitionTerm>> {
             .ok_or_else(|| ctx.err(&key, "must be a partition term, e.g. hour(ts)"))?;
         texts.push(text);
     }
-    crate::table::partition::parse_all(&texts).map_err(|(i, e)| ctx.err(&format!("{KEY}[{i}]"), e))
+    partition_by::parse_all(&texts).map_err(|(i, e)| ctx.err(&format!("{KEY}[{i}]"), e))
 }
 
 /// `catalog_warehouse`: one line of printable text.

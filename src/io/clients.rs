@@ -115,8 +115,8 @@ fn same_client(a: &S3Settings, b: &S3Settings) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
-    use crate::io::store::{S3Credentials, S3Keys};
+    use crate::io::credentials::{S3Credentials, S3Keys};
+    use crate::secret::Secret;
 
     fn settings(key_id: &str) -> S3Settings {
         S3Settings {

@@ -2,7 +2,7 @@
 //! client builder as footer reads ([`crate::io::store::build_object_store`]), so every S3
 //! request of the registrar has one TLS stack, one way of carrying keys (never printed), one
 //! set of connection bounds and retries, and failures classified by the same types
-//! ([`crate::io::store::classify_iceberg_io`]).
+//! ([`crate::io::classify::classify_iceberg_io`]).
 //!
 //! A FileIO is built per table by [`table_file_io`] from FileIO properties (`s3.endpoint`,
 //! `s3.region`, `s3.path-style-access`, ...; the catalog's, then ours, then what was vended with
@@ -29,9 +29,10 @@ use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 
-use crate::config::{Secret, StoreConfig, StoreCredentials};
 use crate::io::clients::S3Clients;
-use crate::io::store::{S3Access, S3Credentials, S3Keys, S3Settings};
+use crate::io::credentials::{S3Access, S3Credentials, S3Keys};
+use crate::io::store::{S3Settings, S3Store};
+use crate::secret::Secret;
 
 /// FileIO property keys (iceberg's names).
 pub const ENDPOINT: &str = "s3.endpoint";
@@ -64,7 +65,8 @@ pub fn has_own_credentials(props: &HashMap<String, String>) -> bool {
 
 /// Our FileIO properties for the configured bucket. The region is left out when `store` does
 /// not set one, so that the catalog's (per-table config or vended credentials) can apply.
-pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
+pub fn file_io_props(store: impl Into<S3Store>) -> HashMap<String, String> {
+    let store = store.into();
     let mut props = HashMap::new();
     if store.region_explicit {
         props.insert(REGION.to_string(), store.region.clone());
@@ -76,12 +78,21 @@ pub fn file_io_props(store: &StoreConfig) -> HashMap<String, String> {
         );
         props.insert(PATH_STYLE_ACCESS.to_string(), "true".to_string());
     }
-    if let (Some(id), Some(secret)) = (&store.access_key_id, &store.secret_access_key) {
-        props.insert(ACCESS_KEY_ID.to_string(), id.expose().to_string());
-        props.insert(SECRET_ACCESS_KEY.to_string(), secret.expose().to_string());
+    if let S3Credentials::Keys(keys) = &store.credentials {
+        props.insert(
+            ACCESS_KEY_ID.to_string(),
+            keys.access_key_id.expose().to_string(),
+        );
+        props.insert(
+            SECRET_ACCESS_KEY.to_string(),
+            keys.secret_access_key.expose().to_string(),
+        );
+        if let Some(token) = &keys.session_token {
+            props.insert(SESSION_TOKEN.to_string(), token.expose().to_string());
+        }
     }
     props.insert(ALLOW_HTTP.to_string(), store.allow_http.to_string());
-    if store.credentials == StoreCredentials::InstanceMetadata {
+    if store.credentials == S3Credentials::InstanceMetadata {
         props.insert(INSTANCE_METADATA.to_string(), "true".to_string());
     }
     props
@@ -553,15 +564,17 @@ mod tests {
         Arc::new(S3Clients::default())
     }
 
-    fn store_config() -> StoreConfig {
-        StoreConfig {
+    fn store_config() -> S3Store {
+        S3Store {
             endpoint: Some("http://127.0.0.1:9000".parse().expect("url")),
             region: "eu-central-1".into(),
             region_explicit: true,
             allow_http: true,
-            access_key_id: Some(Secret::new("AKIDSTORE123")),
-            secret_access_key: Some(Secret::new("store-secret-123")),
-            credentials: StoreCredentials::Static,
+            credentials: S3Credentials::Keys(S3Keys {
+                access_key_id: Secret::new("AKIDSTORE123"),
+                secret_access_key: Secret::new("store-secret-123"),
+                session_token: None,
+            }),
         }
     }
 
@@ -609,7 +622,7 @@ mod tests {
         for vended in [None, Some(vended())] {
             let file_io = table_file_io(
                 server.clone(),
-                &file_io_props(&store_config()),
+                &file_io_props(store_config()),
                 vended.as_ref(),
                 &clients(),
             );
@@ -635,7 +648,7 @@ mod tests {
     fn vended_keys_replace_ours_and_our_placement_wins() {
         let file_io = table_file_io(
             HashMap::from([(ENDPOINT.to_string(), "https://elsewhere".to_string())]),
-            &file_io_props(&store_config()),
+            &file_io_props(store_config()),
             Some(&vended()),
             &clients(),
         );
@@ -659,12 +672,11 @@ mod tests {
         assert!(s.allow_http);
 
         // With no store section settings, the catalog's placement applies.
-        let bare = StoreConfig {
+        let bare = S3Store {
             endpoint: None,
             region_explicit: false,
             allow_http: false,
-            access_key_id: None,
-            secret_access_key: None,
+            credentials: S3Credentials::Missing,
             ..store_config()
         };
         let file_io = table_file_io(
@@ -684,7 +696,7 @@ mod tests {
     #[test]
     fn the_catalog_cannot_allow_http() {
         let server = HashMap::from([(ALLOW_HTTP.to_string(), "true".to_string())]);
-        let store = StoreConfig {
+        let store = S3Store {
             allow_http: false,
             ..store_config()
         };
@@ -695,20 +707,19 @@ mod tests {
 
     #[test]
     fn only_the_store_section_can_ask_for_the_instance_metadata_service() {
-        let credentials = |server: HashMap<String, String>, store: &StoreConfig| {
+        let credentials = |server: HashMap<String, String>, store: &S3Store| {
             let file_io = table_file_io(server, &file_io_props(store), None, &clients());
             assert!(file_io.config().get(INSTANCE_METADATA).is_none());
             format!("{:?}", file_io.new_input("s3://b/k").expect("input"))
         };
-        let keyless = StoreConfig {
-            access_key_id: None,
-            secret_access_key: None,
+        let keyless = S3Store {
+            credentials: S3Credentials::Missing,
             ..store_config()
         };
         let from_catalog = HashMap::from([(INSTANCE_METADATA.to_string(), "true".to_string())]);
         assert!(credentials(from_catalog, &keyless).contains("Missing"));
-        let asked = StoreConfig {
-            credentials: StoreCredentials::InstanceMetadata,
+        let asked = S3Store {
+            credentials: S3Credentials::InstanceMetadata,
             ..keyless
         };
         assert!(credentials(HashMap::new(), &asked).contains("InstanceMetadata"));
@@ -765,7 +776,7 @@ mod tests {
     fn the_storage_is_not_serialisable() {
         let file_io = table_file_io(
             HashMap::new(),
-            &file_io_props(&store_config()),
+            &file_io_props(store_config()),
             None,
             &clients(),
         );
@@ -792,7 +803,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_failure_keeps_the_store_error_for_classification() {
         // Nothing listens on port 9: a transport failure, classified by type as an outage.
-        let store = StoreConfig {
+        let store = S3Store {
             endpoint: Some("http://127.0.0.1:9".parse().expect("url")),
             ..store_config()
         };

@@ -9,9 +9,14 @@
 //! [`decode_footer`]; inline for a footer of the usual size, on a blocking thread beyond
 //! [`INLINE_DECODE_BYTES`]), and anything undecodable is
 //! `sink.iceberg_footer_invalid` naming the key.
+//! A decoder panic caught so is not printed either: the default panic hook's `thread ...
+//! panicked at` lines would report as a crash what is only a bad file (see [`catch_quietly`]).
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectStore};
@@ -19,7 +24,9 @@ use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::io::store::{classify_store_error, object_path};
+use crate::io::classify::classify_store_error;
+use crate::io::keys::object_path;
+use crate::protocol::footer::SegmentFooter;
 
 /// The most footer bytes the registrar will read for one segment.
 pub const MAX_FOOTER_BYTES: u64 = 64 * 1024 * 1024;
@@ -31,30 +38,12 @@ const ENCRYPTED_MAGIC: &[u8; 4] = b"PARE";
 /// 4-byte footer length + 4-byte magic.
 const TRAILER: u64 = 8;
 
-/// What the registrar needs from a segment's footer.
-#[derive(Debug, Clone)]
-pub struct SegmentFooter {
-    pub metadata: Arc<ParquetMetaData>,
-    /// The file's schema as Arrow sees it, with `PARQUET:field_id` metadata on every field.
-    pub arrow_schema: arrow_schema::SchemaRef,
-    /// The object's size in bytes, as the store reports it.
-    pub object_size: u64,
-    /// How many footer bytes were read (for metrics).
-    pub bytes_read: u64,
-}
-
-impl SegmentFooter {
-    pub fn row_count(&self) -> u64 {
-        u64::try_from(self.metadata.file_metadata().num_rows()).unwrap_or(0)
-    }
-}
-
 /// Reads and decodes the footer of `key` in `bucket` (the bucket `store` reads; named in
 /// errors), whose size the segment catalog recorded as `expected_size`. The first read is a
 /// bounded range ending at that size (suffix ranges are not supported by every S3 server); the
 /// object's real size must match the record, so a partial or replaced upload is caught here.
-/// The key is read byte for byte ([`crate::io::store::object_path`]). Errors name the key and say
-/// what is wrong (see [`crate::io::store::classify_store_error`]): `ObjectMissing` (404),
+/// The key is read byte for byte ([`crate::io::keys::object_path`]). Errors name the key and say
+/// what is wrong (see [`crate::io::classify::classify_store_error`]): `ObjectMissing` (404),
 /// `AuthFailed` (401/403), `FooterInvalid` (a key that cannot be registered, not Parquet,
 /// truncated, size mismatch, footer too large, undecodable, another 4xx), `Unavailable`
 /// (network, 5xx, 429: retry).
@@ -173,7 +162,7 @@ fn decodes_inline(len: usize) -> bool {
 /// state behind that anyone could observe. A panic is `FooterInvalid` naming `key`.
 #[doc(hidden)]
 pub fn decode_footer(key: &str, footer: &[u8]) -> Result<(ParquetMetaData, arrow_schema::Schema)> {
-    let decoded = catch_unwind(AssertUnwindSafe(|| {
+    let decoded = catch_quietly(|| {
         let metadata = ParquetMetaDataReader::decode_metadata(footer)
             .map_err(|e| invalid(key, format!("its footer cannot be decoded: {e}")))?;
         let file_metadata = metadata.file_metadata();
@@ -183,7 +172,7 @@ pub fn decode_footer(key: &str, footer: &[u8]) -> Result<(ParquetMetaData, arrow
         )
         .map_err(|e| invalid(key, format!("its schema has no Arrow equivalent: {e}")))?;
         Ok((metadata, arrow_schema))
-    }));
+    });
     decoded.unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
@@ -195,6 +184,43 @@ pub fn decode_footer(key: &str, footer: &[u8]) -> Result<(ParquetMetaData, arrow
             format!("its footer cannot be decoded (the decoder failed: {what})"),
         ))
     })
+}
+
+thread_local! {
+    /// Set while this thread runs a decoder under [`catch_quietly`].
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether panics caught by [`catch_quietly`] go unprinted (the default).
+static QUIET_ALLOWED: AtomicBool = AtomicBool::new(true);
+
+static QUIET_HOOK: Once = Once::new();
+
+/// Runs `f` under `catch_unwind` with its panic unprinted: a hook installed once (around the
+/// hook in place then) stays silent for a panic on a thread inside this call and hands every
+/// other panic, of any thread, to the previous hook. A per-thread flag, so concurrent decodes
+/// and panics elsewhere do not affect each other. Sound for the same reason as the
+/// `catch_unwind` in [`decode_footer`]: `f` touches nothing shared.
+fn catch_quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !(QUIET.with(Cell::get) && QUIET_ALLOWED.load(Ordering::Relaxed)) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = QUIET.with(|q| q.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(outer));
+    result
+}
+
+/// Whether decoder panics the reader catches are printed by the panic hook (`true`) or not
+/// (`false`, the default). For fuzzing, which hunts those panics through its own hook.
+#[doc(hidden)]
+pub fn print_caught_decoder_panics(print: bool) {
+    QUIET_ALLOWED.store(!print, Ordering::Relaxed);
 }
 
 /// Decodes the footer of a whole Parquet file in memory (trailer, length, footer): what
@@ -261,6 +287,38 @@ fn invalid(key: &str, why: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A decoder panic the reader catches prints nothing, while any other panic still reaches
+    /// the previous hook. In a child process: the hook is process-wide, and the test harness
+    /// would capture what it prints.
+    #[test]
+    fn caught_decoder_panics_are_not_printed() {
+        const CHILD: &str = "THADAM_ICEBERG_QUIET_PANIC_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let caught = catch_quietly(|| panic!("quiet-decoder-panic"));
+            assert!(caught.is_err());
+            let elsewhere = std::thread::spawn(|| panic!("loud-other-panic")).join();
+            assert!(elsewhere.is_err());
+            let after = catch_unwind(|| panic!("loud-after-panic"));
+            assert!(after.is_err());
+            return;
+        }
+        let child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "io::footer::tests::caught_decoder_panics_are_not_printed",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .expect("child ran");
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "{stderr}");
+        assert!(!stderr.contains("quiet-decoder-panic"), "{stderr}");
+        assert!(stderr.contains("loud-other-panic"), "{stderr}");
+        assert!(stderr.contains("loud-after-panic"), "{stderr}");
+    }
 
     #[test]
     fn small_footers_decode_inline_and_large_ones_on_the_blocking_pool() {

@@ -1,6 +1,6 @@
 //! Remote signing of S3 requests (the Iceberg REST "S3 signer" protocol) as io sees it: with a
 //! [`RequestSigner`] in its settings, an S3 client sends every request unsigned by itself
-//! (object_store's `skip_signature`) and the connector ([`crate::io::store`]) asks the signer for
+//! (object_store's `skip_signature`) and the connector (`crate::io::connector`) asks the signer for
 //! the request's signed headers just before it goes out, once per attempt. io knows nothing of
 //! catalogs: the catalog side (`catalog::signer`) implements the trait over the catalog's HTTP
 //! client and authentication.

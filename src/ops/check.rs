@@ -24,7 +24,8 @@ use crate::protocol::segment_log::{LogEntry, SegmentLogReader};
 /// segments in quarantine, one per line of detail; `warn` while any is open (they wait for a
 /// fix and `--quarantine retry`, or a discard), not a failure.
 fn check_quarantine(config: &RegistrarConfig, report: &mut CheckReport) {
-    use crate::table::quarantine::{BadSegmentPolicy, QuarantineStore};
+    use crate::config::BadSegmentPolicy;
+    use crate::table::quarantine::QuarantineStore;
     let sink = config.id.as_str();
     let path = &config.quarantine_file;
     if config.on_bad_segment == BadSegmentPolicy::Stop && !path.exists() {
@@ -237,8 +238,8 @@ pub async fn check_registrar(config: &RegistrarConfig, report: &mut CheckReport)
     let sink = config.id.as_str();
     let client = check_catalog(config, report).await;
     if matches!(
-        crate::io::store::S3Credentials::of_store(&config.store),
-        crate::io::store::S3Credentials::Missing
+        crate::io::store::S3Store::from(&config.store).credentials,
+        crate::io::credentials::S3Credentials::Missing
     ) {
         // Nothing to list with: the catalog's vended credentials or remote signer, per table.
         report.push(
@@ -432,7 +433,7 @@ async fn connect(config: &RegistrarConfig, uri: &str) -> Result<RestClient, Conn
 
 /// Lists the top level of `url`'s prefix: one request, proving the endpoint, the keys and the
 /// bucket. Classified as the runner classifies S3 failures (by status, see
-/// [`crate::io::store::status_outcome`]): refused credentials are `auth.failed`, a missing bucket
+/// [`crate::io::status::status_class`]): refused credentials are `auth.failed`, a missing bucket
 /// `object_missing`, another refusal `config.invalid`, and only an outage `unavailable`.
 async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
     let root = config.url.uri();
@@ -442,13 +443,14 @@ async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
         Error::config_invalid(format!(
             "url: the prefix of {root} is not a valid key prefix: {e}"
         ))
+        .with_source(e)
     })?;
     let prefix = (!config.url.prefix.is_empty()).then_some(&prefix);
     let listed = timed(&format!("listing {root}"), async {
         store
             .list_with_delimiter(prefix)
             .await
-            .map_err(|e| bucket_error(&e, bucket, &root))
+            .map_err(|e| bucket_error(e, bucket, &root))
     })
     .await?;
     let entries = listed.objects.len() + listed.common_prefixes.len();
@@ -458,36 +460,37 @@ async fn check_bucket(config: &RegistrarConfig) -> Result<String, Error> {
 }
 
 /// The check's verdict on a failed listing of `root`, by type.
-fn bucket_error(e: &object_store::Error, bucket: &str, root: &str) -> Error {
-    use crate::io::store::{StatusOutcome, s3_refusal, status_outcome};
-    let status = match e {
+fn bucket_error(e: object_store::Error, bucket: &str, root: &str) -> Error {
+    use crate::io::status::{S3StatusClass, s3_refusal, status_class};
+    let status = match &e {
         object_store::Error::NotFound { .. } => Some(404),
         object_store::Error::PermissionDenied { .. } => Some(403),
         object_store::Error::Unauthenticated { .. } => Some(401),
         other => s3_refusal(other).map(|r| r.status),
     };
-    match status.map(status_outcome) {
-        Some(StatusOutcome::Auth) => Error::auth_failed(format!(
+    let error = match status.map(status_class) {
+        Some(S3StatusClass::Auth) => Error::auth_failed(format!(
             "the S3 store refused to list {root}: {e}; check the store credentials \
              (store.access_key_id / store.secret_access_key) and that they may read bucket \
              {bucket}"
         )),
-        Some(StatusOutcome::Missing) => Error::new(
+        Some(S3StatusClass::Missing) => Error::new(
             ErrorCode::ObjectMissing,
             format!(
                 "cannot list {root}: {e}; check url (bucket {bucket} and prefix) and store.endpoint"
             ),
         ),
-        Some(StatusOutcome::Rejected | StatusOutcome::ShortObject) => {
+        Some(S3StatusClass::Rejected | S3StatusClass::ShortObject) => {
             Error::config_invalid(format!(
                 "the S3 store refused to list {root}: {e}; check url, store.endpoint and \
              store.region"
             ))
         }
-        Some(StatusOutcome::Transient) | None => Error::unavailable(format!(
+        Some(S3StatusClass::Transient) | None => Error::unavailable(format!(
             "cannot list {root}: {e}; check store.endpoint (is the S3 server up?)"
         )),
-    }
+    };
+    error.with_source(e)
 }
 
 /// "segment catalog readable": read to its end, or `warn` when it does not exist yet (nothing
@@ -636,13 +639,32 @@ fn probe_schema() -> Result<iceberg::spec::Schema, Error> {
             NestedField::optional(1, "thadam_probe", Type::Primitive(PrimitiveType::Long)).into(),
         ])
         .build()
-        .map_err(|e| Error::internal(format!("cannot build the probe schema: {e}")))
+        .map_err(|e| Error::internal(format!("cannot build the probe schema: {e}")).with_source(e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::segment_log::SegmentLogWriter;
+
+    #[test]
+    fn a_bucket_error_keeps_the_store_error_as_its_source() {
+        use std::error::Error as _;
+        let missing = object_store::Error::NotFound {
+            path: "b/p".into(),
+            source: "no such bucket".into(),
+        };
+        let err = bucket_error(missing, "b", "s3://b/p");
+        assert_eq!(err.code(), ErrorCode::ObjectMissing, "{err}");
+        let source = err.source().expect("the store error underneath");
+        assert!(
+            matches!(
+                source.downcast_ref::<object_store::Error>(),
+                Some(object_store::Error::NotFound { .. })
+            ),
+            "{source:?}"
+        );
+    }
 
     fn config(segments: &Path) -> RegistrarConfig {
         RegistrarConfig::builder()

@@ -4,11 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::config::RegistrarConfig;
-use crate::config::Tuning;
 use crate::error::{Error, Result};
-use crate::protocol::feed::SegmentFeed;
-use crate::registrar::{Registrar, RegistrarHandle};
+use crate::registrar::{RegistrarBuilder, RegistrarHandle};
 use crate::runtime::status::StatusBoard;
 
 #[derive(Debug, Clone)]
@@ -54,16 +51,12 @@ impl Health {
         }
     }
 
-    /// Starts a registrar, tracking it here: starting, then running or failed.
-    pub async fn start(
-        &self,
-        config: RegistrarConfig,
-        feed: Box<dyn SegmentFeed>,
-        tuning: Tuning,
-    ) -> Result<RegistrarHandle> {
-        let sink = config.id.clone();
+    /// Starts `registrar` (made with [`crate::Registrar::builder`], the one way to start),
+    /// tracking it here: starting, then running or failed.
+    pub async fn start(&self, registrar: RegistrarBuilder) -> Result<RegistrarHandle> {
+        let sink = registrar.sink_id().to_string();
         self.starting(&sink);
-        match Registrar::start_with_feed(config, feed, tuning).await {
+        match registrar.start().await {
             Ok(handle) => {
                 self.running(&sink, handle.status_board());
                 Ok(handle)

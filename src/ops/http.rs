@@ -53,11 +53,13 @@ pub fn install_prometheus() -> Result<PrometheusHandle> {
     for m in METRICS.iter().filter(|m| m.kind == Kind::Histogram) {
         builder = builder
             .set_buckets_for_metric(Matcher::Full(m.name.to_string()), histogram_buckets(m.name))
-            .map_err(|e| Error::internal(format!("metrics buckets for {}: {e}", m.name)))?;
+            .map_err(|e| {
+                Error::internal(format!("metrics buckets for {}: {e}", m.name)).with_source(e)
+            })?;
     }
-    let handle = builder
-        .install_recorder()
-        .map_err(|e| Error::internal(format!("cannot install the metrics recorder: {e}")))?;
+    let handle = builder.install_recorder().map_err(|e| {
+        Error::internal(format!("cannot install the metrics recorder: {e}")).with_source(e)
+    })?;
     describe();
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -111,9 +113,9 @@ async fn readyz(State(e): State<Endpoints>) -> Response {
 
 /// Binds the endpoints' address (port 0 picks a free one: read it from the listener).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::config_invalid(format!("--metrics-addr {addr}: cannot listen: {e}")))
+    TcpListener::bind(addr).await.map_err(|e| {
+        Error::config_invalid(format!("--metrics-addr {addr}: cannot listen: {e}")).with_source(e)
+    })
 }
 
 /// The limits of the endpoints' server. The defaults suit a Prometheus scraper (one connection,

@@ -18,7 +18,7 @@ use iceberg::table::Table;
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::error::{Error, Result};
-use crate::io::footer::SegmentFooter;
+use crate::protocol::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 
 /// A segment's share of the `memory.segments` budget. The watcher takes one before it reads the
@@ -113,12 +113,13 @@ pub enum SchemaMergerMsg {
     Reconcile {
         current: Option<TableMetadataRef>,
         footer: Arc<SegmentFooter>,
-        reply: RpcReplyPort<Result<SchemaChange>>,
+        reply: RpcReplyPort<Result<SchemaReconciled>>,
     },
 }
 
-/// What a schema merger did to make the table ready for a file.
-pub enum SchemaChange {
+/// What a schema merger did to make the table ready for a file: its answer to
+/// [`SchemaMergerMsg::Reconcile`].
+pub enum SchemaReconciled {
     /// The table the committer holds already fits the file.
     Unchanged,
     /// The table as it is now, for the committer to adopt: created (by us, or found created by

@@ -3,6 +3,7 @@
 //! Actors talk only through the types in this module: see `messages` for who sends what to whom.
 
 pub mod feed;
+pub mod footer;
 pub mod messages;
 pub mod segment;
 pub mod segment_log;

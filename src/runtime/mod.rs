@@ -1,8 +1,11 @@
 //! What every part of a running registrar leans on: the shutdown broadcast ([`shutdown`]),
-//! retrying transient faults with backoff ([`retry`]), the status board each committer reports
-//! to ([`status`]) and the service metrics it emits ([`metrics`], for Prometheus).
+//! retrying transient faults ([`retry`]) with backoff ([`backoff`]), the status board each
+//! committer reports to ([`status`]), the service metrics it emits ([`metrics`], for Prometheus), and warnings said
+//! once per process (`warn_once`).
 
+pub mod backoff;
 pub mod metrics;
 pub mod retry;
 pub mod shutdown;
 pub mod status;
+pub(crate) mod warn_once;

@@ -7,8 +7,8 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::config::RetryPolicy;
 use crate::error::{Error, Result};
+use crate::runtime::backoff::{RetryPolicy, delay_for};
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
 
@@ -74,12 +74,6 @@ pub fn note_retry(op: Op, error: &Error, failing_since: Instant, warned: &mut bo
             failing.as_secs()
         );
     }
-}
-
-/// The delay before retry `attempt` of `error`: its `Retry-After` (capped by `policy.max`) or the
-/// backoff.
-pub fn delay_for(policy: &RetryPolicy, attempt: u32, error: &Error) -> Duration {
-    next_delay(policy.delay(attempt), error.retry_after(), policy.max)
 }
 
 /// Awaits `fut`, logging a warning if it has not finished after [`SLOW_WARNING_AFTER`] (a
@@ -222,34 +216,9 @@ fn note_server_error(
     *last = Some(text);
 }
 
-/// The delay before the next attempt: the server's `Retry-After` when it sent one, capped by
-/// the retry policy's `max` (a server asking for an hour must not park a table for an hour when
-/// the operator allowed a minute), else the policy's backoff.
-pub fn next_delay(backoff: Duration, retry_after: Option<Duration>, max: Duration) -> Duration {
-    match retry_after {
-        Some(after) => after.min(max),
-        None => backoff,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn retry_after_wins_over_the_backoff_but_not_over_the_cap() {
-        let max = Duration::from_secs(60);
-        let backoff = Duration::from_secs(4);
-        assert_eq!(next_delay(backoff, None, max), backoff);
-        assert_eq!(
-            next_delay(backoff, Some(Duration::from_secs(1)), max),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            next_delay(backoff, Some(Duration::from_secs(3600)), max),
-            max
-        );
-    }
 
     #[tokio::test]
     async fn a_server_error_is_reported_to_its_table_until_the_request_succeeds() {

@@ -16,13 +16,14 @@
 //! Parquet 58 has no NaN counts in its statistics, so `nan_value_counts` stays empty.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
 
 use iceberg::spec::{Datum, PrimitiveLiteral, PrimitiveType, Schema};
 use parquet::basic::{ConvertedType, LogicalType, TimeUnit};
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, RowGroupMetaData};
 use parquet::file::statistics::Statistics;
 use parquet::schema::types::ColumnDescriptor;
+
+use crate::runtime::warn_once;
 
 /// The table property holding the default metrics mode.
 pub const DEFAULT_MODE_PROPERTY: &str = "write.metadata.metrics.default";
@@ -100,7 +101,7 @@ impl MetricsConfig {
         if let Some(raw) = properties.get(DEFAULT_MODE_PROPERTY) {
             match MetricsMode::parse(raw) {
                 Some(mode) => config.default = mode,
-                None => warn_once(format!(
+                None => warn_once::warn(format!(
                     "ignoring table property {DEFAULT_MODE_PROPERTY}={raw:?}: expected none, \
                      counts, full or truncate(N); using truncate(16)"
                 )),
@@ -111,7 +112,7 @@ impl MetricsConfig {
                 continue;
             };
             let Some(mode) = MetricsMode::parse(raw) else {
-                warn_once(format!(
+                warn_once::warn(format!(
                     "ignoring table property {key}={raw:?}: expected none, counts, full or \
                      truncate(N)"
                 ));
@@ -121,7 +122,7 @@ impl MetricsConfig {
                 Some(id) => {
                     config.columns.insert(id, mode);
                 }
-                None => warn_once(format!(
+                None => warn_once::warn(format!(
                     "ignoring table property {key}: the table has no column {column:?}"
                 )),
             }
@@ -141,20 +142,6 @@ impl MetricsConfig {
     /// The mode of the column with this field ID.
     pub fn mode(&self, field_id: i32) -> MetricsMode {
         self.columns.get(&field_id).copied().unwrap_or(self.default)
-    }
-}
-
-/// Logs each distinct configuration problem once per process: the config is re-read for every
-/// data file, and one warning per file would drown the log.
-pub(crate) fn warn_once(message: String) {
-    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(|| Mutex::new(HashSet::new()));
-    let first = seen
-        .lock()
-        .map(|mut s| s.insert(message.clone()))
-        .unwrap_or(true);
-    if first {
-        tracing::warn!("{message}");
     }
 }
 

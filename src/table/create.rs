@@ -29,9 +29,9 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde_json::json;
 
 use crate::catalog::{CommitError, RestClient, Staged, TableName};
-use crate::config::TableLocation;
+use crate::config::{PartitionTerm, TableLocation};
 use crate::error::{Error, ErrorCode, Result};
-use crate::table::partition::{PartitionTerm, initial_spec};
+use crate::table::partition::initial_spec;
 
 /// The format version of tables the registrar creates.
 pub const FORMAT_VERSION: u8 = 2;
@@ -461,7 +461,7 @@ async fn create_where_catalog_says(
 /// A failed write of the first metadata file, by the storage error behind it: a refusal is
 /// fatal (retrying would be refused again), an outage is retried.
 fn write_failure(path: &str, e: &iceberg::Error) -> Error {
-    match crate::io::store::classify_iceberg_io(e) {
+    match crate::io::classify::classify_iceberg_io(e) {
         Some(ErrorCode::AuthFailed) => Error::auth_failed(format!(
             "writing table metadata {path} was refused by the store: {e}; creating a table at the \
              shipper's location needs store credentials that may write there \
@@ -599,8 +599,8 @@ mod tests {
 
     #[test]
     fn a_renumbered_table_is_told_apart_and_named_column_by_column() {
-        let terms =
-            crate::table::partition::parse_all(&["identity(device)".to_string()]).expect("terms");
+        let terms = crate::config::partition_by::parse_all(&["identity(device)".to_string()])
+            .expect("terms");
         let authored = metadata(&schema(), &terms);
         assert_eq!(renumbering(&authored, &authored), None);
         let created = metadata(&renumbered(), &terms);
@@ -616,8 +616,8 @@ mod tests {
 
     #[test]
     fn restoring_adds_the_files_schema_and_spec_under_fresh_ids() {
-        let terms =
-            crate::table::partition::parse_all(&["identity(device)".to_string()]).expect("terms");
+        let terms = crate::config::partition_by::parse_all(&["identity(device)".to_string()])
+            .expect("terms");
         let authored = metadata(&schema(), &terms);
         let created = metadata(&renumbered(), &terms);
         let updates = restoring_updates(&authored, &created).expect("updates");

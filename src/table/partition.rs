@@ -1,5 +1,5 @@
-//! Partitioned tables: the `partition_by` terms a table is created with, and the partition value
-//! of one data file.
+//! Partitioned tables: the spec a new table gets from its `partition_by` terms (the grammar is
+//! config's, `config::partition_by`), and the partition value of one data file.
 //!
 //! The registrar never rewrites a file, so a file can be registered into a partitioned table only
 //! if all of its rows fall into one partition. That is decided from the footer's exact
@@ -19,173 +19,9 @@ use iceberg::spec::{
 };
 use iceberg::transform::create_transform_function;
 
+use crate::config::partition_by::{KEY, PartitionTerm};
 use crate::error::{Error, ErrorCode};
 use crate::table::column_stats::FileMetrics;
-
-/// The config key the terms come from (for messages).
-pub const KEY: &str = "config.partition_by";
-
-/// One entry of `partition_by`: a transform of a source column, as written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionTerm {
-    pub transform: Transform,
-    /// The source column's (dotted, for nested fields) name.
-    pub column: String,
-}
-
-impl PartitionTerm {
-    /// Parses one term: a bare column name (identity), `identity(c)`, `year(c)`, `month(c)`,
-    /// `day(c)`, `hour(c)` (also Spark's plurals `years(c)` ...), `void(c)`, `bucket(N, c)` or
-    /// `truncate(W, c)` with N, W > 0. The error says what is wrong, without the key.
-    pub fn parse(text: &str) -> Result<PartitionTerm, String> {
-        let text = text.trim();
-        let Some(open) = text.find('(') else {
-            check_column(text)?;
-            return Ok(PartitionTerm {
-                transform: Transform::Identity,
-                column: text.to_string(),
-            });
-        };
-        let name = text[..open].trim().to_ascii_lowercase();
-        let Some(args) = text[open + 1..].strip_suffix(')') else {
-            return Err(format!("`{text}` is missing its closing `)`"));
-        };
-        let args: Vec<&str> = args.split(',').map(str::trim).collect();
-        let one = |transform: Transform| -> Result<PartitionTerm, String> {
-            match args.as_slice() {
-                [column] => {
-                    check_column(column)?;
-                    Ok(PartitionTerm {
-                        transform,
-                        column: column.to_string(),
-                    })
-                }
-                _ => Err(format!(
-                    "`{text}`: {name} takes one column, e.g. {name}(ts)"
-                )),
-            }
-        };
-        let sized = |make: fn(u32) -> Transform| -> Result<PartitionTerm, String> {
-            let [n, column] = args.as_slice() else {
-                return Err(format!(
-                    "`{text}`: {name} takes a number and a column, e.g. {name}(16, device)"
-                ));
-            };
-            let n = match n.parse::<u32>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(format!(
-                        "`{text}`: the {name} width must be a whole number greater than 0"
-                    ));
-                }
-            };
-            check_column(column)?;
-            Ok(PartitionTerm {
-                transform: make(n),
-                column: column.to_string(),
-            })
-        };
-        match name.as_str() {
-            "identity" => one(Transform::Identity),
-            "year" | "years" => one(Transform::Year),
-            "month" | "months" => one(Transform::Month),
-            "day" | "days" | "date" => one(Transform::Day),
-            "hour" | "hours" | "date_hour" => one(Transform::Hour),
-            "void" => one(Transform::Void),
-            "bucket" => sized(Transform::Bucket),
-            "truncate" => sized(Transform::Truncate),
-            _ => Err(format!(
-                "`{text}`: unknown transform `{name}`; use a column name (identity), year, \
-                 month, day, hour, bucket(N, col), truncate(W, col) or void"
-            )),
-        }
-    }
-
-    /// The partition field's name, as Iceberg's Java `PartitionSpec.Builder` names it:
-    /// `col` (identity), `col_year`, `col_month`, `col_day`, `col_hour`, `col_bucket`,
-    /// `col_trunc`, `col_null` (void).
-    pub fn field_name(&self) -> String {
-        let suffix = match self.transform {
-            Transform::Identity => return self.column.clone(),
-            Transform::Year => "year",
-            Transform::Month => "month",
-            Transform::Day => "day",
-            Transform::Hour => "hour",
-            Transform::Bucket(_) => "bucket",
-            Transform::Truncate(_) => "trunc",
-            Transform::Void | Transform::Unknown => "null",
-        };
-        format!("{}_{suffix}", self.column)
-    }
-}
-
-impl fmt::Display for PartitionTerm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.transform {
-            Transform::Identity => f.write_str(&self.column),
-            Transform::Bucket(n) => write!(f, "bucket({n}, {})", self.column),
-            Transform::Truncate(w) => write!(f, "truncate({w}, {})", self.column),
-            other => write!(f, "{other}({})", self.column),
-        }
-    }
-}
-
-fn check_column(column: &str) -> Result<(), String> {
-    if column.is_empty() {
-        return Err("a partition term needs a column name".to_string());
-    }
-    if column
-        .chars()
-        .any(|c| c.is_control() || c.is_whitespace() || "(),".contains(c))
-    {
-        return Err(format!(
-            "`{column}` is not a column name (no spaces, commas or parentheses)"
-        ));
-    }
-    Ok(())
-}
-
-/// Parses a whole `partition_by` list: every term, and no two terms naming the same partition
-/// field (`[bucket(4, d), bucket(8, d)]` would both be `d_bucket`). Errors carry the index.
-///
-/// In a YAML flow list, `[day(ts), bucket(16, device)]` arrives as `day(ts)`, `bucket(16` and
-/// `device)`: an entry with an unclosed `(` is joined with the entries after it until the
-/// parentheses balance, so the term can be written as it reads, unquoted.
-pub fn parse_all(texts: &[String]) -> Result<Vec<PartitionTerm>, (usize, String)> {
-    let mut joined: Vec<(usize, String)> = Vec::with_capacity(texts.len());
-    let mut open = false;
-    for (i, text) in texts.iter().enumerate() {
-        match joined.last_mut() {
-            Some((_, last)) if open => {
-                last.push_str(", ");
-                last.push_str(text);
-            }
-            _ => joined.push((i, text.clone())),
-        }
-        let last = joined.last().map_or("", |(_, t)| t.as_str());
-        open = last.matches('(').count() > last.matches(')').count();
-    }
-    let mut terms: Vec<PartitionTerm> = Vec::with_capacity(joined.len());
-    for (i, text) in &joined {
-        let i = *i;
-        let term = PartitionTerm::parse(text).map_err(|e| (i, e))?;
-        if let Some(first) = terms
-            .iter()
-            .position(|t| t.field_name() == term.field_name())
-        {
-            return Err((
-                i,
-                format!(
-                    "`{term}` names partition field `{}` like entry {first} (`{}`); keep one",
-                    term.field_name(),
-                    terms[first]
-                ),
-            ));
-        }
-        terms.push(term);
-    }
-    Ok(terms)
-}
 
 /// The spec (id 0, field IDs from 1000 as the Iceberg spec assigns them) a new table gets from
 /// `terms`, resolved against its first schema. An unknown column, or a transform that cannot
@@ -261,11 +97,13 @@ pub struct PartitionMismatch {
     pub field: String,
     /// The source column's name.
     pub column: String,
-    pub reason: Mismatch,
+    pub reason: NotOnePartition,
 }
 
+/// Why a file's rows do not have one partition value under a field (or why it cannot be told):
+/// the `reason` of a [`PartitionMismatch`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum Mismatch {
+pub enum NotOnePartition {
     /// Transformed min and max differ: the rows span several partitions.
     Spans(Box<Span>),
     /// A bucket (non-monotonic) transform over a file whose min and max differ.
@@ -287,10 +125,10 @@ pub struct Span {
     pub max_partition: Datum,
 }
 
-impl fmt::Display for Mismatch {
+impl fmt::Display for NotOnePartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Mismatch::Spans(span) => write!(
+            NotOnePartition::Spans(span) => write!(
                 f,
                 "the rows span several partitions: min {} is in partition {}, max {} in \
                  partition {}",
@@ -299,20 +137,20 @@ impl fmt::Display for Mismatch {
                 show(&span.max),
                 show(&span.max_partition)
             ),
-            Mismatch::NotSingleValue { min, max } => write!(
+            NotOnePartition::NotSingleValue { min, max } => write!(
                 f,
                 "a bucket partition needs one value per file, but min is {} and max is {}",
                 show(min),
                 show(max)
             ),
-            Mismatch::NullsAndValues { nulls, values } => write!(
+            NotOnePartition::NullsAndValues { nulls, values } => write!(
                 f,
                 "{nulls} of its {values} values are null: nulls and non-nulls are two partitions"
             ),
-            Mismatch::NoStatistics(what) => {
+            NotOnePartition::NoStatistics(what) => {
                 write!(f, "the footer has no exact statistics for it ({what})")
             }
-            Mismatch::Transform(why) => write!(f, "the transform cannot be computed: {why}"),
+            NotOnePartition::Transform(why) => write!(f, "the transform cannot be computed: {why}"),
         }
     }
 }
@@ -368,7 +206,7 @@ fn field_value(
     transform: Transform,
     schema: &Schema,
     stats: &FileMetrics,
-) -> Result<Option<Datum>, Mismatch> {
+) -> Result<Option<Datum>, NotOnePartition> {
     if transform == Transform::Void {
         return Ok(None);
     }
@@ -376,28 +214,30 @@ fn field_value(
         schema.field_by_id(source_id).map(|f| &*f.field_type),
         Some(Type::Primitive(_))
     ) {
-        return Err(Mismatch::NoStatistics(
+        return Err(NotOnePartition::NoStatistics(
             "the table has no such primitive column",
         ));
     }
     let Some(&values) = stats.value_counts.get(&source_id) else {
-        return Err(Mismatch::NoStatistics("the column is not in the file"));
+        return Err(NotOnePartition::NoStatistics(
+            "the column is not in the file",
+        ));
     };
     let Some(&nulls) = stats.null_value_counts.get(&source_id) else {
-        return Err(Mismatch::NoStatistics("no null count"));
+        return Err(NotOnePartition::NoStatistics("no null count"));
     };
     if nulls == values {
         // Nulls only (or no rows): every transform maps null to null.
         return Ok(None);
     }
     if nulls > 0 {
-        return Err(Mismatch::NullsAndValues { nulls, values });
+        return Err(NotOnePartition::NullsAndValues { nulls, values });
     }
     let (Some(min), Some(max)) = (
         stats.lower_bounds.get(&source_id),
         stats.upper_bounds.get(&source_id),
     ) else {
-        return Err(Mismatch::NoStatistics(
+        return Err(NotOnePartition::NoStatistics(
             "no exact min/max: missing, or truncated by the writer",
         ));
     };
@@ -405,7 +245,7 @@ fn field_value(
     if transform.preserves_order() {
         let max_partition = apply(transform, max)?;
         if min_partition != max_partition {
-            return Err(Mismatch::Spans(Box::new(Span {
+            return Err(NotOnePartition::Spans(Box::new(Span {
                 min: min.clone(),
                 max: max.clone(),
                 min_partition,
@@ -413,7 +253,7 @@ fn field_value(
             })));
         }
     } else if min != max {
-        return Err(Mismatch::NotSingleValue {
+        return Err(NotOnePartition::NotSingleValue {
             min: min.clone(),
             max: max.clone(),
         });
@@ -423,7 +263,7 @@ fn field_value(
 
 /// iceberg-rust's transform of one value, guarded against the inputs its code would panic on
 /// (dates outside chrono's range under year/month; truncation overflowing at the type's minimum).
-fn apply(transform: Transform, value: &Datum) -> Result<Datum, Mismatch> {
+fn apply(transform: Transform, value: &Datum) -> Result<Datum, NotOnePartition> {
     let out_of_range = match (transform, value.data_type(), value.literal()) {
         (Transform::Year | Transform::Month, PrimitiveType::Date, PrimitiveLiteral::Int(days)) => {
             chrono::DateTime::from_timestamp(i64::from(*days) * 86_400, 0).is_none()
@@ -440,17 +280,17 @@ fn apply(transform: Transform, value: &Datum) -> Result<Datum, Mismatch> {
         _ => false,
     };
     if out_of_range {
-        return Err(Mismatch::Transform(format!(
+        return Err(NotOnePartition::Transform(format!(
             "{} is out of the range {transform} supports",
             show(value)
         )));
     }
-    let function =
-        create_transform_function(&transform).map_err(|e| Mismatch::Transform(e.to_string()))?;
+    let function = create_transform_function(&transform)
+        .map_err(|e| NotOnePartition::Transform(e.to_string()))?;
     function
         .transform_literal(value)
-        .map_err(|e| Mismatch::Transform(e.message().to_string()))?
-        .ok_or_else(|| Mismatch::Transform(format!("no value for {}", show(value))))
+        .map_err(|e| NotOnePartition::Transform(e.message().to_string()))?
+        .ok_or_else(|| NotOnePartition::Transform(format!("no value for {}", show(value))))
 }
 
 /// A value for a message. `Datum`'s own `Display` panics on dates and timestamps outside
@@ -504,77 +344,6 @@ mod tests {
 
     fn term(t: &str) -> PartitionTerm {
         PartitionTerm::parse(t).expect("parses")
-    }
-
-    #[test]
-    fn terms_parse_as_iceberg_names_them() {
-        let cases = [
-            ("device", Transform::Identity, "device", "device"),
-            ("identity(device)", Transform::Identity, "device", "device"),
-            ("hour(ts)", Transform::Hour, "ts", "ts_hour"),
-            (" HOURS( ts ) ", Transform::Hour, "ts", "ts_hour"),
-            ("day(ts)", Transform::Day, "ts", "ts_day"),
-            ("month(ts)", Transform::Month, "ts", "ts_month"),
-            ("years(ts)", Transform::Year, "ts", "ts_year"),
-            (
-                "bucket(16, device)",
-                Transform::Bucket(16),
-                "device",
-                "device_bucket",
-            ),
-            (
-                "truncate(4,name)",
-                Transform::Truncate(4),
-                "name",
-                "name_trunc",
-            ),
-            ("void(x)", Transform::Void, "x", "x_null"),
-            ("loc.city", Transform::Identity, "loc.city", "loc.city"),
-        ];
-        for (text, transform, column, name) in cases {
-            let t = term(text);
-            assert_eq!(
-                (t.transform, t.column.as_str()),
-                (transform, column),
-                "{text}"
-            );
-            assert_eq!(t.field_name(), name, "{text}");
-            // Display is the canonical spelling and parses back to the same term.
-            assert_eq!(term(&t.to_string()), t, "{text}");
-        }
-        assert_eq!(term("bucket(16,device)").to_string(), "bucket(16, device)");
-    }
-
-    #[test]
-    fn bad_terms_say_what_is_wrong() {
-        for (text, says) in [
-            ("", "column name"),
-            ("a b", "not a column name"),
-            ("hour(ts", "closing"),
-            ("hour()", "column name"),
-            ("hour(ts, x)", "one column"),
-            ("bucket(ts)", "a number and a column"),
-            ("bucket(0, ts)", "greater than 0"),
-            ("truncate(-1, s)", "greater than 0"),
-            ("truncate(x, s)", "greater than 0"),
-            ("minute(ts)", "unknown transform"),
-        ] {
-            let e = PartitionTerm::parse(text).expect_err(text);
-            assert!(e.contains(says), "{text}: {e}");
-        }
-        let texts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let (i, e) = parse_all(&texts(&["hour(ts)", "bucket(4, d)", "bucket(8, d)"]))
-            .expect_err("duplicate name");
-        assert_eq!(i, 2);
-        assert!(e.contains("d_bucket"), "{e}");
-        assert!(parse_all(&texts(&["day(ts)", "device", "bucket(4, d)"])).is_ok());
-        // A flow list split inside a term's parentheses is joined back.
-        let terms = parse_all(&texts(&["day(ts)", "bucket(16", "device)", "x"])).expect("joined");
-        let shown: Vec<String> = terms.iter().map(ToString::to_string).collect();
-        assert_eq!(shown, ["day(ts)", "bucket(16, device)", "x"]);
-        let (i, e) = parse_all(&texts(&["a", "bucket(16", "device"])).expect_err("unclosed");
-        assert_eq!(i, 1);
-        assert!(e.contains("closing"), "{e}");
     }
 
     fn schema() -> Schema {
@@ -743,7 +512,7 @@ mod tests {
         let m = stats(&[(1, 2, 0, Some((ts(T0), ts(T0 + HOUR_US))))]);
         let e = mismatch(&hour, &m);
         assert_eq!((e.field.as_str(), e.column.as_str()), ("hour(ts)", "ts"));
-        assert!(matches!(e.reason, Mismatch::Spans(_)), "{e:?}");
+        assert!(matches!(e.reason, NotOnePartition::Spans(_)), "{e:?}");
         let text = e
             .into_error("ns.t", "k/seg.parquet", "[hour(ts)]")
             .to_string();
@@ -766,7 +535,7 @@ mod tests {
         let m = stats(&[(3, 2, 0, Some((Datum::long(1), Datum::long(2))))]);
         assert!(matches!(
             mismatch(&bucket, &m).reason,
-            Mismatch::NotSingleValue { .. }
+            NotOnePartition::NotSingleValue { .. }
         ));
 
         let ident = spec_of(&[(2, Transform::Identity)]);
@@ -774,7 +543,7 @@ mod tests {
         let mixed = stats(&[(2, 5, 2, abc.clone())]);
         assert_eq!(
             mismatch(&ident, &mixed).reason,
-            Mismatch::NullsAndValues {
+            NotOnePartition::NullsAndValues {
                 nulls: 2,
                 values: 5
             }
@@ -783,17 +552,17 @@ mod tests {
         let no_bounds = stats(&[(2, 5, 0, None)]);
         assert!(matches!(
             mismatch(&ident, &no_bounds).reason,
-            Mismatch::NoStatistics(_)
+            NotOnePartition::NoStatistics(_)
         ));
         let mut no_nulls = stats(&[(2, 5, 0, abc)]);
         no_nulls.null_value_counts.clear();
         assert!(matches!(
             mismatch(&ident, &no_nulls).reason,
-            Mismatch::NoStatistics(_)
+            NotOnePartition::NoStatistics(_)
         ));
         assert!(matches!(
             mismatch(&ident, &FileMetrics::default()).reason,
-            Mismatch::NoStatistics(_)
+            NotOnePartition::NoStatistics(_)
         ));
     }
 
@@ -833,7 +602,7 @@ mod tests {
             Some((Datum::date(i32::MAX), Datum::date(i32::MAX))),
         )]);
         let e = mismatch(&spec, &m);
-        assert!(matches!(e.reason, Mismatch::Transform(_)));
+        assert!(matches!(e.reason, NotOnePartition::Transform(_)));
         assert!(e.reason.to_string().contains("Int(2147483647)"), "{e:?}");
         let spec = spec_of(&[(3, Transform::Truncate(10))]);
         let m = stats(&[(
@@ -842,7 +611,10 @@ mod tests {
             0,
             Some((Datum::long(i64::MIN), Datum::long(i64::MIN))),
         )]);
-        assert!(matches!(mismatch(&spec, &m).reason, Mismatch::Transform(_)));
+        assert!(matches!(
+            mismatch(&spec, &m).reason,
+            NotOnePartition::Transform(_)
+        ));
         // In range, truncate rounds toward negative infinity.
         let m = stats(&[(3, 2, 0, Some((Datum::long(-9), Datum::long(-1))))]);
         let value = file_partition(&spec, &schema(), &m).expect("one partition");

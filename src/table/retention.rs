@@ -27,11 +27,11 @@
 //!   0.10.1 lists refs only through serialisation) is paid once per that many commits.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 
 use iceberg::spec::{MAIN_BRANCH, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata};
 
 use crate::config::SnapshotRetention as Policy;
+use crate::runtime::warn_once;
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_ids, decode_mark,
 };
@@ -159,12 +159,7 @@ pub fn plan(table: &str, metadata: &TableMetadata, policy: &Policy, now_ms: i64)
 
 /// Whether `table` is seen here for the first time (the warning is said once per table).
 fn first_time(table: &str) -> bool {
-    static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-    let Ok(mut said) = SAID.lock() else {
-        return false;
-    };
-    said.get_or_insert_with(HashSet::new)
-        .insert(table.to_string())
+    warn_once::first_time("retention", table)
 }
 
 /// Whether a registrar wrote `snapshot` (any of its summary keys).

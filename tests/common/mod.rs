@@ -368,7 +368,8 @@ impl Harness {
     }
 
     pub async fn start(&self) -> RegistrarHandle {
-        Registrar::start(self.config.clone())
+        Registrar::builder(self.config.clone())
+            .start()
             .await
             .expect("registrar starts")
     }
@@ -381,7 +382,10 @@ impl Harness {
     ) -> RegistrarHandle {
         let feed =
             thadam_iceberg::protocol::segment_log::SegmentLogTail::open(&config.source.catalog);
-        Registrar::start_with_feed(config, Box::new(feed), tuning)
+        Registrar::builder(config)
+            .feed(feed)
+            .tuning(tuning)
+            .start()
             .await
             .expect("registrar starts")
     }

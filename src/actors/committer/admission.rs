@@ -10,12 +10,13 @@ use std::time::Instant;
 
 use super::queue::Pending;
 use super::{CommitterState, RECENT};
+use crate::config::BadSegmentPolicy;
 use crate::error::{Error, Result};
 use crate::protocol::messages::SegmentPermit;
 use crate::protocol::segment::UploadedSegment;
 use crate::runtime::retry::{Op, retry_transient};
 use crate::table::committed::{Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids};
-use crate::table::quarantine::{BadSegmentPolicy, Resolution};
+use crate::table::quarantine::Resolution;
 
 impl CommitterState {
     pub(super) fn accept(&mut self, segment: UploadedSegment, permit: SegmentPermit) {
@@ -216,6 +217,7 @@ impl CommitterState {
                 .await
                 .map_err(|e| {
                     Error::internal(format!("reading the segment catalog failed: {e}"))
+                        .with_source(e)
                 })??;
             for mark in unknown {
                 let fp = found.get(&mark.seq).map(fingerprint);

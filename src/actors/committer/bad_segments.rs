@@ -13,10 +13,11 @@
 use std::sync::Arc;
 
 use super::{CommitterState, RECENT};
+use crate::config::BadSegmentPolicy;
 use crate::error::{Error, Result};
 use crate::protocol::segment::UploadedSegment;
 use crate::table::quarantine::{
-    Action, BadSegmentPolicy, Entry, Line, Resolution, action, is_about_the_file, now_ms,
+    Action, Entry, Line, Resolution, action, is_about_the_file, now_ms,
 };
 
 impl CommitterState {
@@ -164,7 +165,9 @@ impl CommitterState {
         let writer = Arc::clone(&store);
         tokio::task::spawn_blocking(move || writer.append(&line))
             .await
-            .map_err(|j| Error::internal(format!("writing the quarantine file failed: {j}")))??;
+            .map_err(|j| {
+                Error::internal(format!("writing the quarantine file failed: {j}")).with_source(j)
+            })??;
         tracing::warn!(
             table = %self.name, seq, key = %segment.object_key, code = %e.code(),
             "segment quarantined ({}); the other segments go on. Fix it and run \
@@ -199,7 +202,9 @@ impl CommitterState {
             history.later_uploaded(&catalog, &s.dataset, &s.object_key, s.seq)
         })
         .await
-        .map_err(|e| Error::internal(format!("reading the segment catalog failed: {e}")))??;
+        .map_err(|e| {
+            Error::internal(format!("reading the segment catalog failed: {e}")).with_source(e)
+        })??;
         Ok(later.filter(|l| (l.file_size, l.row_count) != (segment.file_size, segment.row_count)))
     }
 

@@ -8,11 +8,12 @@ use ractor::ActorRef;
 
 use super::CommitterState;
 use super::batching::{FooterWindow, Held};
+use crate::config::BadSegmentPolicy;
 use crate::error::{Error, ErrorCode, Result};
-use crate::io::store::S3Credentials;
+use crate::io::credentials::S3Credentials;
+use crate::io::store::S3Store;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest};
 use crate::runtime::retry::Op;
-use crate::table::quarantine::BadSegmentPolicy;
 
 impl CommitterState {
     /// Asks the footer pool for the footers of the next waiting segments, in catalog order, while
@@ -57,7 +58,7 @@ impl CommitterState {
             // The credentials vended for this object's URI (a key no URI can hold is refused
             // by the read itself).
             let vended = access.as_ref().and_then(|a| {
-                let uri = crate::io::store::object_uri(bucket, &p.segment.object_key).ok()?;
+                let uri = crate::io::keys::object_uri(bucket, &p.segment.object_key).ok()?;
                 a.for_uri(&uri).map(|c| (a.generation(), c))
             });
             let (store, generation) = match vended {
@@ -65,7 +66,7 @@ impl CommitterState {
                     Some(creds.footer_store(&ctx.config.store, bucket)?),
                     Some(generation),
                 ),
-                None if S3Credentials::of_store(&ctx.config.store) == S3Credentials::Missing => {
+                None if S3Store::from(&ctx.config.store).credentials == S3Credentials::Missing => {
                     // Nothing to read with: stop now, before any request (nothing ambient is
                     // ever asked).
                     return Err(self.no_s3_access(bucket));
@@ -92,7 +93,7 @@ impl CommitterState {
     /// Why the table's segments cannot be read: `store` has no keys and the catalog gave
     /// nothing for the table (or the table does not exist yet, so the catalog cannot).
     fn no_s3_access(&self, bucket: &str) -> Error {
-        let why = crate::io::store::missing_credentials(bucket);
+        let why = crate::io::credentials::missing_credentials(bucket);
         if self.table.is_none() {
             Error::auth_failed(format!(
                 "table {} does not exist yet: the registrar creates it from its first segment's \
@@ -122,7 +123,7 @@ impl CommitterState {
         if let Some(attempt) = missing_reread(self.policy(), e.code(), pending.missing_reads) {
             // Under quarantine a missing object is read again a few times first: an upload the
             // catalog recorded a moment early, or a store that lists late, is not a bad file.
-            let delay = crate::runtime::retry::delay_for(&self.ctx().config.retry, attempt, &e);
+            let delay = crate::runtime::backoff::delay_for(&self.ctx().config.retry, attempt, &e);
             crate::runtime::retry::count_retry(Op::Footer, "object_missing");
             tracing::info!(
                 table = %self.name, seq, ?delay,

@@ -257,7 +257,8 @@ impl Actor for Committer {
                 Err(other) => Error::internal(format!(
                     "the schema merger of table {} failed: {other}",
                     state.name
-                )),
+                ))
+                .with_boxed_source(other),
             },
             SupervisionEvent::ActorTerminated(_, _, reason)
                 if !state.ctx().shutdown.is_requested() =>

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::io::footer::SegmentFooter;
+use crate::protocol::footer::SegmentFooter;
 use crate::protocol::messages::SegmentPermit;
 use crate::protocol::segment::UploadedSegment;
 

@@ -8,7 +8,7 @@ use ractor::rpc::CallResult;
 
 use super::{ACCEPTED_SCHEMAS, CommitterState};
 use crate::error::{Error, Result};
-use crate::protocol::messages::{SchemaChange, SchemaMergerMsg};
+use crate::protocol::messages::{SchemaMergerMsg, SchemaReconciled};
 use crate::table::append::ReadySegment;
 use crate::table::quarantine::is_about_the_file;
 
@@ -47,10 +47,10 @@ impl CommitterState {
                 .await
                 .map_err(|e| self.merger_gone(&e.to_string()))?;
             match answer {
-                CallResult::Success(Ok(SchemaChange::Unchanged)) => {}
+                CallResult::Success(Ok(SchemaReconciled::Unchanged)) => {}
                 // A created table, or a schema commit's answer: either may hold snapshots other
                 // writers added since the batch was filtered.
-                CallResult::Success(Ok(SchemaChange::Changed(table))) => self.adopt(*table),
+                CallResult::Success(Ok(SchemaReconciled::Changed(table))) => self.adopt(*table),
                 CallResult::Success(Err(e)) if is_about_the_file(e.code()) => {
                     return Ok(Err((r.segment.seq, e)));
                 }

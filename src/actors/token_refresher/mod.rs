@@ -106,7 +106,9 @@ pub async fn spawn(
         },
     )
     .await
-    .map_err(|e| Error::internal(format!("the token refresher could not start: {e}")))?;
+    .map_err(|e| {
+        Error::internal(format!("the token refresher could not start: {e}")).with_source(e)
+    })?;
     Ok((actor, state))
 }
 
@@ -239,7 +241,7 @@ impl TokenRefresherState {
                     crate::runtime::retry::Op::Token,
                     e.retry_cause(),
                 );
-                let delay = crate::runtime::retry::delay_for(&self.retry, self.failures, &e);
+                let delay = crate::runtime::backoff::delay_for(&self.retry, self.failures, &e);
                 self.failures = self.failures.saturating_add(1);
                 tracing::warn!(
                     attempt = self.failures,

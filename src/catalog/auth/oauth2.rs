@@ -64,8 +64,9 @@ impl TokenEndpoint {
             .to_string();
         // What messages show: no query string (it may carry a secret).
         let shown = self.credential.oauth2_server_uri.to_string();
-        let token_url = TokenUrl::new(endpoint)
-            .map_err(|e| Error::config_invalid(format!("oauth2_server_uri {shown}: {e}")))?;
+        let token_url = TokenUrl::new(endpoint).map_err(|e| {
+            Error::config_invalid(format!("oauth2_server_uri {shown}: {e}")).with_source(e)
+        })?;
         let client = BasicClient::new(ClientId::new(self.credential.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 self.credential.client_secret.expose().to_string(),
@@ -147,14 +148,16 @@ fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
 /// Sorts a failed exchange by what the refresher must do: retry (transient) or stop (fatal).
 /// Messages carry the endpoint and the server's OAuth2 error code, never the secret (it travels
 /// only in the request body, which no error quotes).
-fn classify<RE: std::error::Error + 'static, T: oauth2::ErrorResponse + 'static>(
+fn classify<RE: std::error::Error + Send + Sync + 'static, T: oauth2::ErrorResponse + 'static>(
     err: RequestTokenError<RE, T>,
     status: u16,
     endpoint: &str,
 ) -> Error {
     let fix = "check catalog_credential (client_id, client_secret, scope) and oauth2_server_uri";
-    if let RequestTokenError::Request(e) = &err {
-        return match tls_cause(e) {
+    // Only a transport failure is kept as the source: a parse failure holds the answer's bytes,
+    // which may carry a token.
+    if let RequestTokenError::Request(e) = err {
+        let error = match tls_cause(&e) {
             Some(TlsFailure::ServerNotTrusted(cause)) => Error::config_invalid(format!(
                 "TLS: the token endpoint's certificate is not trusted ({cause}) on {endpoint}; set \
                  catalog_ca_file to the CA that signed it, or fix its certificate (expiry, host name)"
@@ -168,10 +171,11 @@ fn classify<RE: std::error::Error + 'static, T: oauth2::ErrorResponse + 'static>
             )),
             None => Error::unavailable(format!(
                 "cannot reach the token endpoint {endpoint}: {}",
-                error_chain_text(e)
+                error_chain_text(&e)
             ))
-            .with_retry_hint(if is_timeout(e) { "timeout" } else { "connect" }, None),
+            .with_retry_hint(if is_timeout(&e) { "timeout" } else { "connect" }, None),
         };
+        return error.with_source(e);
     }
     match status {
         408 | 429 | 500..=599 => Error::unavailable(format!(

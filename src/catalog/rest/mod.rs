@@ -30,7 +30,8 @@ use crate::catalog::outcome::{CallKind, StatusOutcome, classify_status};
 use crate::config::{RetryPolicy, SecretUrl};
 use crate::error::{Error, ErrorCode, Result};
 use crate::io::clients::S3Clients;
-use crate::runtime::retry::{Op, delay_for, note_retry};
+use crate::runtime::backoff::delay_for;
+use crate::runtime::retry::{Op, note_retry};
 
 /// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
 /// transient failure or a lost answer before the caller is told "state unknown" (and reloads to
@@ -348,7 +349,7 @@ impl RestClient {
             .file_io(file_io)
             .runtime(iceberg::Runtime::current())
             .build()
-            .map_err(|e| Error::internal(format!("cannot open table {table}: {e}")))
+            .map_err(|e| Error::internal(format!("cannot open table {table}: {e}")).with_source(e))
     }
 
     /// A FileIO over the configured bucket. The server's per-table config comes first so that our
@@ -380,13 +381,16 @@ impl RestClient {
             if self.namespace_exists(levels).await? {
                 continue;
             }
-            let ns = NamespaceIdent::from_vec(levels.to_vec())
-                .map_err(|e| Error::config_invalid(format!("namespace is not valid: {e}")))?;
+            let ns = NamespaceIdent::from_vec(levels.to_vec()).map_err(|e| {
+                Error::config_invalid(format!("namespace is not valid: {e}")).with_source(e)
+            })?;
             let body = serde_json::to_vec(&CreateNamespaceRequest {
                 namespace: ns,
                 properties: HashMap::new(),
             })
-            .map_err(|e| Error::internal(format!("cannot encode a namespace request: {e}")))?;
+            .map_err(|e| {
+                Error::internal(format!("cannot encode a namespace request: {e}")).with_source(e)
+            })?;
             let url = self.inner.transport.url(&["namespaces"], true)?;
             let what = format!("create namespace {}", levels.join("."));
             let response = self
@@ -448,7 +452,9 @@ impl RestClient {
             stage_create: Some(true),
             properties: HashMap::new(),
         })
-        .map_err(|e| Error::internal(format!("cannot encode a create request: {e}")))?;
+        .map_err(|e| {
+            Error::internal(format!("cannot encode a create request: {e}")).with_source(e)
+        })?;
         let response = self
             .inner
             .transport
@@ -493,7 +499,9 @@ impl RestClient {
             metadata_location: metadata_location.to_string(),
             overwrite: None,
         })
-        .map_err(|e| Error::internal(format!("cannot encode a register request: {e}")))?;
+        .map_err(|e| {
+            Error::internal(format!("cannot encode a register request: {e}")).with_source(e)
+        })?;
         let response = self
             .inner
             .transport

@@ -157,10 +157,14 @@ impl Transport {
                     .body(body.clone());
             }
             let mut request = request.build().map_err(|e| {
-                SendFailure::Fatal(Error::internal(format!(
-                    "cannot build the catalog request {method} {url}: {}",
-                    error_chain_text(&e.without_url())
-                )))
+                let e = e.without_url();
+                SendFailure::Fatal(
+                    Error::internal(format!(
+                        "cannot build the catalog request {method} {url}: {}",
+                        error_chain_text(&e)
+                    ))
+                    .with_source(e),
+                )
             })?;
             if let Some(credential) = &self.sigv4 {
                 crate::catalog::sigv4::sign_request(&mut request, credential, SystemTime::now())
@@ -237,7 +241,7 @@ fn classify_transport_error(err: reqwest::Error, method: &str, url: &SecretUrl) 
     let err = err.without_url();
     let target = format!("{method} {url}");
     if let Some(tls) = tls_cause(&err) {
-        return SendFailure::Fatal(match tls {
+        let failure = match tls {
             TlsFailure::ServerNotTrusted(cause) => Error::config_invalid(format!(
                 "TLS: the catalog's certificate is not trusted ({cause}) on {target}; set \
                  catalog_ca_file to the CA that signed it, or fix the catalog's certificate \
@@ -250,13 +254,15 @@ fn classify_transport_error(err: reqwest::Error, method: &str, url: &SecretUrl) 
             TlsFailure::Other(cause) => Error::config_invalid(format!(
                 "TLS handshake with the catalog failed on {target}: {cause}"
             )),
-        });
+        };
+        return SendFailure::Fatal(failure.with_source(err));
     }
     let text = error_chain_text(&err);
     if err.is_connect() {
         SendFailure::NotSent(
             Error::unavailable(format!("cannot reach the catalog ({target}): {text}"))
-                .with_retry_hint("connect", None),
+                .with_retry_hint("connect", None)
+                .with_source(err),
         )
     } else {
         let cause = if err.is_timeout() {
@@ -266,7 +272,8 @@ fn classify_transport_error(err: reqwest::Error, method: &str, url: &SecretUrl) 
         };
         SendFailure::Unknown(
             Error::unavailable(format!("no answer from the catalog ({target}): {text}"))
-                .with_retry_hint(cause, None),
+                .with_retry_hint(cause, None)
+                .with_source(err),
         )
     }
 }
@@ -323,6 +330,7 @@ pub(super) fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Resul
             ErrorCode::CatalogRejected,
             format!("{what}: the catalog's answer is not what the REST spec defines: {e}"),
         )
+        .with_source(e)
     })
 }
 
@@ -387,6 +395,20 @@ mod tests {
     use super::*;
     use crate::catalog::auth::NoAuth;
     use crate::config::Secret;
+
+    #[test]
+    fn an_unparsable_answer_keeps_the_json_error_as_its_source() {
+        use std::error::Error as _;
+        let err =
+            parse_json::<std::collections::HashMap<String, String>>(b"not json", "load table")
+                .expect_err("not JSON");
+        assert_eq!(err.code(), ErrorCode::CatalogRejected, "{err}");
+        let source = err.source().expect("the JSON error underneath");
+        assert!(
+            source.downcast_ref::<serde_json::Error>().is_some(),
+            "{source:?}"
+        );
+    }
 
     #[test]
     fn a_body_is_reserved_as_announced_up_to_a_limit() {

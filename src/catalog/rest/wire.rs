@@ -14,11 +14,12 @@ use crate::error::{Error, Result};
 /// The JSON body of a commit request, with `last-column-id` on every `add-schema` (see the
 /// module docs).
 pub(super) fn commit_body(request: &CommitTableRequest) -> Result<Vec<u8>> {
-    let mut value = serde_json::to_value(request)
-        .map_err(|e| Error::internal(format!("cannot encode a commit request: {e}")))?;
+    let mut value = serde_json::to_value(request).map_err(|e| {
+        Error::internal(format!("cannot encode a commit request: {e}")).with_source(e)
+    })?;
     add_last_column_ids(&mut value);
     serde_json::to_vec(&value)
-        .map_err(|e| Error::internal(format!("cannot encode a commit request: {e}")))
+        .map_err(|e| Error::internal(format!("cannot encode a commit request: {e}")).with_source(e))
 }
 
 /// Sets `last-column-id` on each `add-schema` update that lacks one: the highest of the table's

@@ -205,11 +205,27 @@ pub(crate) fn io_error(path: &Path, action: &str, err: io::Error) -> Error {
         "cannot {action} segment catalog {}: {err}",
         path.display()
     ))
+    .with_source(err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_failure_keeps_the_io_error_as_its_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The log's directory would sit under a regular file: creating it fails.
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, b"x").expect("write");
+        let Err(err) = SegmentLogWriter::open(blocker.join("sub").join("log")) else {
+            panic!("no directory under a file");
+        };
+        assert!(err.message().contains("segment catalog"), "{err}");
+        let source = err.source().expect("the io error underneath");
+        assert!(source.downcast_ref::<io::Error>().is_some(), "{source:?}");
+    }
 
     fn uploaded() -> LogEntry {
         LogEntry::Uploaded {

@@ -76,7 +76,7 @@ impl SegmentLogReader {
 }
 
 fn missing(path: &Path) -> Error {
-    Error::internal(format!(
+    Error::config_invalid(format!(
         "segment catalog {} does not exist; check the configured path",
         path.display()
     ))

@@ -110,6 +110,7 @@ impl SegmentLogTail {
                 "reading segment catalog {} failed: {e}",
                 self.cursor.path().display()
             ))
+            .with_source(e)
         })?;
         self.cursor = cursor;
         self.polls += 1;

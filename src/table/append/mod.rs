@@ -18,7 +18,7 @@ use iceberg::table::Table;
 
 use crate::catalog::{CommitError, TableName};
 use crate::error::{Error, ErrorCode, Result};
-use crate::io::footer::SegmentFooter;
+use crate::protocol::footer::SegmentFooter;
 use crate::protocol::segment::UploadedSegment;
 use crate::table::column_stats::{MetricsConfig, file_metrics};
 use crate::table::partition::{describe_spec, file_partition};
@@ -66,7 +66,7 @@ pub fn data_file(table: &Table, bucket: &str, ready: &ReadySegment) -> Result<Da
     );
     DataFileBuilder::default()
         .content(DataContentType::Data)
-        .file_path(crate::io::store::object_uri(
+        .file_path(crate::io::keys::object_uri(
             bucket,
             &ready.segment.object_key,
         )?)
@@ -103,7 +103,7 @@ pub fn preparation_failure(table: &TableName, e: &iceberg::Error) -> CommitError
                 ),
             ))
         }
-        _ => match crate::io::store::classify_iceberg_io(e) {
+        _ => match crate::io::classify::classify_iceberg_io(e) {
             // Storage refused the manifests for good (read-only credentials, a bucket policy):
             // retrying would never succeed.
             Some(code) if !code.is_transient() => CommitError::Fatal(Error::new(

@@ -11,7 +11,6 @@
 //! the current manifest list's entries and the new list's bytes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
 
 use futures::StreamExt;
 
@@ -29,6 +28,7 @@ use super::manifest_list::{MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
 use super::{ReadySegment, data_file};
 use crate::error::Result;
+use crate::runtime::warn_once;
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
 };
@@ -512,14 +512,8 @@ fn merge_policy(table: &Table) -> MergePolicy {
     let metadata = table.metadata();
     let (mut policy, unreadable) = merge::policy_from_properties(metadata.properties());
     for u in unreadable {
-        static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
         let id = format!("{}\u{0}{}\u{0}{}", table.identifier(), u.key, u.value);
-        let first = WARNED
-            .get_or_init(Default::default)
-            .lock()
-            .map(|mut w| w.insert(id))
-            .unwrap_or(false);
-        if first {
+        if warn_once::first_time("unreadable table property", id) {
             tracing::warn!(
                 table = %table.identifier(),
                 property = u.key,

@@ -42,13 +42,13 @@ pub enum MergeOutcome {
     /// The table's schema must become `schema` (with the next schema ID) before the append.
     Evolved {
         schema: Schema,
-        changes: Vec<SchemaChange>,
+        changes: Vec<FieldChange>,
     },
 }
 
-/// One change the merge makes to the table's schema (for logs).
+/// One change the merge makes to a field of the table's schema (for logs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SchemaChange {
+pub enum FieldChange {
     /// A field ID the table did not have, added as optional at the end of its parent struct.
     Added {
         path: String,
@@ -72,16 +72,16 @@ pub enum SchemaChange {
     Relaxed { path: String, field_id: i32 },
 }
 
-impl fmt::Display for SchemaChange {
+impl fmt::Display for FieldChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SchemaChange::Added { path, field_id, ty } => {
+            FieldChange::Added { path, field_id, ty } => {
                 write!(f, "added `{path}` (field id {field_id}) as optional {ty}")
             }
-            SchemaChange::Renamed { field_id, from, to } => {
+            FieldChange::Renamed { field_id, from, to } => {
                 write!(f, "renamed field id {field_id} from `{from}` to `{to}`")
             }
-            SchemaChange::Promoted {
+            FieldChange::Promoted {
                 path,
                 field_id,
                 from,
@@ -90,7 +90,7 @@ impl fmt::Display for SchemaChange {
                 f,
                 "promoted `{path}` (field id {field_id}) from {from} to {to}"
             ),
-            SchemaChange::Relaxed { path, field_id } => write!(
+            FieldChange::Relaxed { path, field_id } => write!(
                 f,
                 "relaxed `{path}` (field id {field_id}) from required to optional"
             ),
@@ -418,7 +418,7 @@ struct Merger<'h> {
     /// optional (Iceberg requires identifier fields and their parents to be required).
     identifier_chain: HashSet<i32>,
     violations: Vec<Violation>,
-    changes: Vec<SchemaChange>,
+    changes: Vec<FieldChange>,
     /// The IDs the table used before.
     history: &'h FieldHistory,
 }
@@ -600,7 +600,7 @@ impl<'h> Merger<'h> {
             if self.check_reused_ids(f, &path) {
                 continue;
             }
-            self.changes.push(SchemaChange::Added {
+            self.changes.push(FieldChange::Added {
                 path,
                 field_id: f.id,
                 ty: describe_type(&f.field_type),
@@ -696,7 +696,7 @@ impl<'h> Merger<'h> {
     ) -> NestedFieldRef {
         let mut name = t.name.clone();
         if role == Role::StructField && t.name != f.name {
-            self.changes.push(SchemaChange::Renamed {
+            self.changes.push(FieldChange::Renamed {
                 field_id: t.id,
                 from: table_path.to_string(),
                 to: file_path.to_string(),
@@ -723,7 +723,7 @@ impl<'h> Merger<'h> {
                     "an identifier field (or a struct containing one) cannot become optional",
                 );
             } else {
-                self.changes.push(SchemaChange::Relaxed {
+                self.changes.push(FieldChange::Relaxed {
                     path: file_path.to_string(),
                     field_id: t.id,
                 });
@@ -763,7 +763,7 @@ impl<'h> Merger<'h> {
                 }
                 match promotion(t, f) {
                     Ok(()) => {
-                        self.changes.push(SchemaChange::Promoted {
+                        self.changes.push(FieldChange::Promoted {
                             path: file_path.to_string(),
                             field_id: id,
                             from: describe_type(table),
@@ -941,7 +941,7 @@ mod tests {
             .expect("test schema")
     }
 
-    fn evolved(table: &Schema, file: &Schema) -> (Schema, Vec<SchemaChange>) {
+    fn evolved(table: &Schema, file: &Schema) -> (Schema, Vec<FieldChange>) {
         match merge(table, file, 7).expect("merge") {
             MergeOutcome::Evolved { schema, changes } => {
                 assert_eq!(schema.schema_id(), 7);
@@ -965,8 +965,8 @@ mod tests {
             .expect("field present")
     }
 
-    fn promoted(path: &str, field_id: i32, from: &str, to: &str) -> SchemaChange {
-        SchemaChange::Promoted {
+    fn promoted(path: &str, field_id: i32, from: &str, to: &str) -> FieldChange {
+        FieldChange::Promoted {
             path: path.to_string(),
             field_id,
             from: from.to_string(),
@@ -1176,7 +1176,7 @@ mod tests {
         assert_eq!(schema.as_struct().fields()[1].id, 5);
         assert_eq!(
             changes,
-            vec![SchemaChange::Added {
+            vec![FieldChange::Added {
                 path: "b".to_string(),
                 field_id: 5,
                 ty: "string".to_string(),
@@ -1209,7 +1209,7 @@ mod tests {
         assert_eq!(ids, vec![2, 9], "added at the end of its parent");
         assert_eq!(
             changes,
-            vec![SchemaChange::Added {
+            vec![FieldChange::Added {
                 path: "s.new".to_string(),
                 field_id: 9,
                 ty: "long".to_string(),
@@ -1249,7 +1249,7 @@ mod tests {
         assert_eq!(schema.field_id_by_name("old"), None);
         assert_eq!(
             changes,
-            vec![SchemaChange::Renamed {
+            vec![FieldChange::Renamed {
                 field_id: 1,
                 from: "old".to_string(),
                 to: "new".to_string(),
@@ -1276,7 +1276,7 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                SchemaChange::Renamed {
+                FieldChange::Renamed {
                     field_id: 4,
                     from: "m.value.old".to_string(),
                     to: "m.value.new".to_string(),
@@ -1315,11 +1315,11 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                SchemaChange::Relaxed {
+                FieldChange::Relaxed {
                     path: "a".to_string(),
                     field_id: 1
                 },
-                SchemaChange::Relaxed {
+                FieldChange::Relaxed {
                     path: "s.b".to_string(),
                     field_id: 3
                 },
@@ -1717,7 +1717,7 @@ mod tests {
                 assert_eq!(schema.highest_field_id(), 4);
                 assert_eq!(
                     changes,
-                    vec![SchemaChange::Added {
+                    vec![FieldChange::Added {
                         path: "d".to_string(),
                         field_id: 4,
                         ty: "long".to_string()

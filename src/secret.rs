@@ -1,4 +1,6 @@
 //! [`Secret`]: a string that must never reach a log line, an error message or a `Debug` dump.
+//! Below every module that holds one (config, io, catalog); `crate::config::Secret` is its public
+//! path.
 
 use std::fmt;
 

@@ -1,7 +1,9 @@
 //! Knobs beside the config file: caps the standalone runner's flags set, and tests. Every
-//! default defers to the config.
+//! default defers to the config. They are read by the actors (through
+//! [`RegistrarContext`](crate::actors::context::RegistrarContext)), so they live here, beside
+//! the test seams they carry ([`Hooks`]), and the config stays free of both.
 
-use crate::testing::Hooks;
+use crate::actors::hooks::Hooks;
 
 /// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The
 /// defaults defer to the config (`commit`, `footer_readers`).

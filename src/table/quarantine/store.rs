@@ -1,15 +1,4 @@
-//! Bad segments that do not stall the pipeline: the `on_bad_segment` policy and the quarantine
-//! file.
-//!
-//! # Policy
-//!
-//! [`action`] decides, from the [`ErrorCode`] alone (never the message), what a committer does
-//! with a segment it cannot register: `stop` (the default, the spec's behaviour: the service
-//! stops, the record stays in the segment catalog) or, under `on_bad_segment: quarantine` and
-//! only for a reason about the file itself ([`is_about_the_file`]), quarantine it: record it
-//! here and go on with the other segments of the table and the other tables.
-//!
-//! # The file
+//! The quarantine file.
 //!
 //! JSON lines, append-only, owned by the registrar (default `{segment catalog}.quarantine`).
 //! Every line is one [`Line`]; the state of a `(dataset, object key)` is the fold of its lines
@@ -22,22 +11,6 @@
 //! writer first ends it with a newline. Nothing depended on it: a committer goes on past a bad
 //! segment only once its `quarantined` line is on disk, and an operator command reports success
 //! only then.
-//!
-//! # Exactly-once
-//!
-//! A table's watermark says "every segment of this log up to seq N is decided" and lets a
-//! committer skip those segments after snapshot expiry erased their summaries. The committer
-//! lets the watermark pass a quarantined seq (segments 6-20 committed after a quarantined 5
-//! raise it to 20, so 6-20 stay protected after expiry) and instead never decides an open
-//! quarantined segment by a watermark: a segment whose key has an open entry here is decided by
-//! the snapshot summaries and, when a watermark covers its seq, by the table's live data files
-//! ([`crate::table::CommittedSet::decide_by_files`]). The order makes it sound: the entry is on
-//! disk before any commit that could raise a watermark past its seq. A `registered` line follows
-//! the commit that registered it; a crash in between leaves an open entry whose key the live files
-//! (or summaries) show as registered, so it is skipped, not appended twice. A `discarded` segment
-//! is decided (left out for good): the watermark may cover it. The quarantine file is therefore
-//! part of the registrar's durable state, like the segment catalog it sits next to: deleting it
-//! while entries are open would let a watermark that passed them count them as registered.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -49,65 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::segment::UploadedSegment;
-
-/// `on_bad_segment`: what a segment that cannot be registered does to the pipeline.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BadSegmentPolicy {
-    /// The service stops with the error (the spec's behaviour).
-    #[default]
-    Stop,
-    /// A segment that fails for a reason about the file is quarantined; the rest goes on.
-    Quarantine,
-}
-
-/// What to do with one segment that failed with `code`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Stop,
-    Quarantine,
-}
-
-/// Whether an error with this code is about the segment's file itself (its bytes, its size, its
-/// schema, its rows' partition), so that the other segments are unaffected by it. Anything about
-/// the table, the catalog, credentials, the network or the registrar is not.
-pub fn is_about_the_file(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::FooterInvalid
-            | ErrorCode::ObjectMissing
-            | ErrorCode::UnsupportedType
-            | ErrorCode::SchemaMismatch
-            | ErrorCode::PartitionMismatch
-    )
-}
-
-/// Whether an error with this code is about one table (absent with `create_table: false`,
-/// refused by the catalog, a property this client cannot write), so that under `quarantine` it
-/// stops that table only. Credentials, TLS, configuration and the segment catalog concern every
-/// table and stop the service under both policies; transient faults never reach here.
-pub fn is_about_the_table(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::TableMissing
-            | ErrorCode::CatalogRejected
-            | ErrorCode::TableUnsupported
-            | ErrorCode::FieldIdsRenumbered
-    )
-}
-
-/// How far a committer's non-transient failure reaches: with `quarantine`, an error about the
-/// table stops that table alone; anything else (and everything under `stop`) stops the service.
-pub fn stops_table_only(policy: BadSegmentPolicy, code: ErrorCode) -> bool {
-    policy == BadSegmentPolicy::Quarantine && is_about_the_table(code)
-}
-
-/// The policy as a pure function of the configuration and the error's code.
-pub fn action(policy: BadSegmentPolicy, code: ErrorCode) -> Action {
-    match policy {
-        BadSegmentPolicy::Quarantine if is_about_the_file(code) => Action::Quarantine,
-        _ => Action::Stop,
-    }
-}
 
 /// One line of the quarantine file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -405,30 +319,6 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_table_errors_under_quarantine_stop_just_the_table() {
-        use BadSegmentPolicy::{Quarantine, Stop};
-        for code in [
-            ErrorCode::TableMissing,
-            ErrorCode::CatalogRejected,
-            ErrorCode::TableUnsupported,
-            ErrorCode::FieldIdsRenumbered,
-        ] {
-            assert!(stops_table_only(Quarantine, code), "{code:?}");
-            assert!(!stops_table_only(Stop, code), "{code:?}");
-        }
-        for code in [
-            ErrorCode::AuthFailed,
-            ErrorCode::ConfigInvalid,
-            ErrorCode::SegmentCatalogCorrupt,
-            ErrorCode::FeedOutOfOrder,
-            ErrorCode::Internal,
-            ErrorCode::FooterInvalid,
-        ] {
-            assert!(!stops_table_only(Quarantine, code), "{code:?}");
-        }
-    }
-
     fn seg(seq: u64, key: &str) -> UploadedSegment {
         UploadedSegment {
             seq,
@@ -449,43 +339,6 @@ mod tests {
             code: ErrorCode::FooterInvalid.as_str().into(),
             message: "bad".into(),
         }
-    }
-
-    #[test]
-    fn only_reasons_about_the_file_quarantine() {
-        use ErrorCode::*;
-        for code in [
-            FooterInvalid,
-            ObjectMissing,
-            UnsupportedType,
-            SchemaMismatch,
-            PartitionMismatch,
-        ] {
-            assert!(is_about_the_file(code), "{code}");
-            assert_eq!(
-                action(BadSegmentPolicy::Quarantine, code),
-                Action::Quarantine
-            );
-            assert_eq!(action(BadSegmentPolicy::Stop, code), Action::Stop, "{code}");
-        }
-        for code in [
-            ConfigInvalid,
-            AuthFailed,
-            TableMissing,
-            SegmentCatalogCorrupt,
-            CatalogRejected,
-            TableUnsupported,
-            FieldIdsRenumbered,
-            FeedOutOfOrder,
-            Unavailable,
-            Cancelled,
-            Internal,
-            QuarantineFailed,
-        ] {
-            assert!(!is_about_the_file(code), "{code}");
-            assert_eq!(action(BadSegmentPolicy::Quarantine, code), Action::Stop);
-        }
-        assert_eq!(BadSegmentPolicy::default(), BadSegmentPolicy::Stop);
     }
 
     #[test]
