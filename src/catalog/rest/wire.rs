@@ -14,12 +14,21 @@ use crate::error::{Error, Result};
 /// The JSON body of a commit request, with `last-column-id` on every `add-schema` (see the
 /// module docs).
 pub(super) fn commit_body(request: &CommitTableRequest) -> Result<Vec<u8>> {
-    let mut value = serde_json::to_value(request).map_err(|e| {
+    let encoding = |e: serde_json::Error| {
         Error::internal(format!("cannot encode a commit request: {e}")).with_source(e)
-    })?;
+    };
+    // Appends (the hot path) add no schema: encoded directly, without the detour through a
+    // JSON tree.
+    if !request
+        .updates
+        .iter()
+        .any(|u| matches!(u, iceberg::TableUpdate::AddSchema { .. }))
+    {
+        return serde_json::to_vec(request).map_err(encoding);
+    }
+    let mut value = serde_json::to_value(request).map_err(encoding)?;
     add_last_column_ids(&mut value);
-    serde_json::to_vec(&value)
-        .map_err(|e| Error::internal(format!("cannot encode a commit request: {e}")).with_source(e))
+    serde_json::to_vec(&value).map_err(encoding)
 }
 
 /// Sets `last-column-id` on each `add-schema` update that lacks one: the highest of the table's
