@@ -30,12 +30,12 @@ use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaDataReader;
 use serde_json::json;
 use thadam_iceberg::protocol::segment::UploadedSegment;
-use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::committed::{
+use thadam_iceberg::testing::CommittedSet;
+use thadam_iceberg::testing::file_schema;
+use thadam_iceberg::testing::merge;
+use thadam_iceberg::testing::{
     CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WATERMARK_PREFIX, WRITER, encode_ids,
 };
-use thadam_iceberg::table::schema::convert::file_schema;
-use thadam_iceberg::table::schema::merge::merge;
 
 fn key(i: u64) -> String {
     format!("lake/thadam/v1/edge-capture/telemetry/data/seg-{i:08}.parquet")

@@ -127,7 +127,7 @@ impl Shipper {
                 let size = segment.parquet.len() as u64;
                 store
                     .put(
-                        &thadam_iceberg::io::store::object_path(&segment.key)
+                        &thadam_iceberg::testing::object_path(&segment.key)
                             .map_err(|e| e.to_string())?,
                         segment.parquet.into(),
                     )
@@ -217,7 +217,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|d| d.name.clone())
             .ok_or("the parquet sink lists no dataset")?,
     };
-    let store = thadam_iceberg::io::store::object_store(&registrar.store, &registrar.url.bucket)?;
+    let store = thadam_iceberg::testing::object_store(&registrar.store, &registrar.url.bucket)?;
     let log = SegmentLogWriter::open(&registrar.source.catalog)?;
     let first = log.next_seq();
     let mut shipper = Shipper {

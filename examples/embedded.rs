@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("the parquet sink lists no dataset")?;
 
     // The host's shipper: upload, then record in the host's own catalog.
-    let store = thadam_iceberg::io::store::object_store(&config.store, &config.url.bucket)?;
+    let store = thadam_iceberg::testing::object_store(&config.store, &config.url.bucket)?;
     let catalog = HostCatalog::default();
     let run = uuid::Uuid::new_v4().simple().to_string();
     for n in 0..args.segments {
@@ -101,10 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let parquet = demo::write_parquet(&[demo::telemetry_batch(n, args.rows)?])?;
         let file_size = parquet.len() as u64;
         store
-            .put(
-                &thadam_iceberg::io::store::object_path(&key)?,
-                parquet.into(),
-            )
+            .put(&thadam_iceberg::testing::object_path(&key)?, parquet.into())
             .await?;
         catalog.record(UploadedSegment {
             seq: 0, // assigned by the catalog

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use futures::TryStreamExt;
-use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::config::Config;
+use thadam_iceberg::testing::TableName;
 
 #[derive(Parser)]
 struct Args {
@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let config = Config::load(&args.config)?;
     let registrar = config.registrars.first().ok_or("no iceberg sink")?;
-    let client = thadam_iceberg::registrar::connect(registrar).await?;
+    let client = thadam_iceberg::testing::connect(registrar).await?;
     let datasets: Vec<String> = match args.dataset {
         Some(d) => vec![d],
         None => registrar

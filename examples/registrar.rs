@@ -27,13 +27,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::{check, http, progress};
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogTail};
 use thadam_iceberg::runtime::status::{RegistrarStatus, TableStatus};
-use thadam_iceberg::table::committed::SegmentId;
+use thadam_iceberg::testing::SegmentId;
+use thadam_iceberg::testing::TableName;
 use thadam_iceberg::{Error, ErrorCode, RegistrarHandle};
 use thadam_iceberg::{Registrar, Tuning};
 use tokio::sync::watch;

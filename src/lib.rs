@@ -17,34 +17,26 @@
 //! - [`Error`] with its stable [`ErrorCode`].
 //!
 //! How a segment travels from the log line to the snapshot is in the README's "How it works";
-//! by module: `protocol` (what comes in and what the actors exchange), `actors` (who does
-//! what), `table` (what a commit is made of), `catalog` (how it reaches the catalog), `io`
-//! (object storage), [`runtime`] (shutdown, retries, status, metrics), [`ops`] (running it as a
-//! service). Only [`config`], [`protocol`], [`runtime`], [`ops`] and the names below are
-//! documented: the rest are internals.
+//! by module: [`protocol`] (what comes in and what the actors exchange), `actors` (who does
+//! what), `table` (what a commit is made of; one append attempt reads top to bottom in
+//! `table::append::transaction`), `catalog` (how it reaches the catalog), `io` (object storage),
+//! [`runtime`] (shutdown, retries, status, metrics), [`ops`] (running it as a service). Only
+//! [`config`], [`protocol`], [`runtime`], [`ops`] and the names below are public; the rest are
+//! internals, and [`testing`] names those the project's own tests and tools use.
 
 pub mod config;
-pub mod error;
 pub mod ops;
 pub mod protocol;
-pub mod registrar;
 pub mod runtime;
-mod secret;
-
-// The registrar's internals: not the API an embedding runtime uses (it needs only the names
-// re-exported below), so they are left out of the documentation. They stay reachable because the
-// integration tests in tests/ (a separate crate) assert on them: the committed set, the
-// quarantine store, the object store, the catalog client.
-#[doc(hidden)]
-pub mod actors;
-#[doc(hidden)]
-pub mod catalog;
-#[doc(hidden)]
-pub mod io;
-#[doc(hidden)]
-pub mod table;
-#[doc(hidden)]
 pub mod testing;
+
+mod actors;
+mod catalog;
+mod error;
+mod io;
+mod registrar;
+mod secret;
+mod table;
 
 pub use actors::tuning::Tuning;
 pub use config::{Config, ConfigBuilder, RegistrarConfig};

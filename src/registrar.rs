@@ -289,7 +289,6 @@ pub(crate) async fn connect_with(
         http,
         tokens,
         storage_props: crate::io::file_io::file_io_props(&config.store),
-        retry: config.retry,
         warehouse: config.catalog_warehouse.clone(),
         headers: config.catalog_headers.clone(),
         sigv4: match &config.catalog_auth {

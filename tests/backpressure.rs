@@ -16,12 +16,12 @@ use common::{Harness, Options, assert_exactly_once};
 use iceberg::table::Table;
 use thadam_iceberg::Registrar;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::protocol::feed::{SegmentFeed, SegmentHistory};
 use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::protocol::segment_log::SegmentLogTail;
-use thadam_iceberg::table::append::ReadySegment;
 use thadam_iceberg::testing::BeforeAppend;
+use thadam_iceberg::testing::ReadySegment;
+use thadam_iceberg::testing::TableName;
 
 /// The segment log, counting the records the registrar has taken from it.
 struct CountingFeed {

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Harness, Options, assert_exactly_once};
 use iceberg::table::Table;
-use thadam_iceberg::table::committed::{SEGMENT_IDS, decode_ids};
+use thadam_iceberg::testing::{SEGMENT_IDS, decode_ids};
 
 fn harness(test: &str, commit: &str) -> Harness {
     Harness::with(

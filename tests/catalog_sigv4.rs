@@ -471,7 +471,7 @@ async fn sigv4_keys_never_reach_logs_errors_or_debug_output() {
 
     // Accepted: a client, and a registration with every kind of request, at trace level.
     let config = signed_config(&h, &front, keys.credential(REGION, SIGNING_NAME));
-    let client = thadam_iceberg::registrar::connect(&config)
+    let client = thadam_iceberg::testing::connect(&config)
         .await
         .expect("signed connection");
     let client_debug = format!("{client:?}");

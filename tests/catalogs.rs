@@ -24,8 +24,8 @@ use iceberg::table::Table;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::catalog::TableName;
-use thadam_iceberg::table::append::ReadySegment;
+use thadam_iceberg::testing::ReadySegment;
+use thadam_iceberg::testing::TableName;
 use thadam_iceberg::testing::{BeforeAppend, Hooks};
 
 /// One test, once per catalog: `NAME::fixture` and `NAME::nessie`.
@@ -394,7 +394,7 @@ async fn bad_file_quarantined(catalog: Catalog) {
     handle.stop();
     handle.wait().await.expect("clean stop");
     assert_eq!(status.registered(), 2);
-    let state = thadam_iceberg::table::quarantine::QuarantineStore::open(&h.config.quarantine_file)
+    let state = thadam_iceberg::testing::QuarantineStore::open(&h.config.quarantine_file)
         .expect("quarantine file")
         .state();
     let open: Vec<String> = state

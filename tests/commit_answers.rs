@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use common::{Harness, Options, assert_exactly_once, current_manifest_list, one_per_commit, py};
 use iceberg::table::Table;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::catalog::TableName;
-use thadam_iceberg::table::append::ReadySegment;
+use thadam_iceberg::testing::ReadySegment;
+use thadam_iceberg::testing::TableName;
 use thadam_iceberg::testing::{BeforeAppend, Hooks};
 
 fn answers(table: &str, how: &str) -> f64 {

@@ -15,7 +15,7 @@ use tempfile::TempDir;
 use thadam_iceberg::config::{
     CatalogAuth, Config, DatasetConfig, RegistrarConfig, RetryPolicy, Secret, UnsignedPolicy,
 };
-use thadam_iceberg::error::{Error, ErrorCode};
+use thadam_iceberg::{Error, ErrorCode};
 
 /// A real self-signed P-256 certificate (CN=test, 10 years), made with
 /// `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 -subj /CN=test`.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use common::demo;
 use common::{Harness, assert_exactly_once};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
-use thadam_iceberg::table::committed::WATERMARK_PREFIX;
+use thadam_iceberg::testing::WATERMARK_PREFIX;
 
 async fn ship(h: &mut Harness, n: u64) -> Vec<String> {
     let mut keys = Vec::new();

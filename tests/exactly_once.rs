@@ -11,11 +11,11 @@ use common::fault_proxy::{Fault, FaultProxy, Kind};
 use common::{Harness, assert_exactly_once, data_file_list, one_per_commit};
 use iceberg::table::Table;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::catalog::TableName;
-use thadam_iceberg::table::CommittedSet;
-use thadam_iceberg::table::append::{AppendAttempts, ReadySegment, prepare_append};
-use thadam_iceberg::table::committed::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
 use thadam_iceberg::testing::BeforeAppend;
+use thadam_iceberg::testing::CommittedSet;
+use thadam_iceberg::testing::TableName;
+use thadam_iceberg::testing::{AppendAttempts, ReadySegment, prepare_append};
+use thadam_iceberg::testing::{SEGMENT_IDS, WATERMARK_PREFIX, decode_ids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_answer_converges_on_one_data_file() {
@@ -76,7 +76,7 @@ async fn a_5xx_storm_loses_nothing_and_doubles_nothing() {
 /// Commits the first segment of the registrar's batch as another writer would, just before the
 /// registrar's own commit: the registrar's commit then meets a 409.
 struct CompetingWriter {
-    client: thadam_iceberg::catalog::RestClient,
+    client: thadam_iceberg::testing::RestClient,
     bucket: String,
     calls: AtomicUsize,
     stolen: std::sync::Mutex<Option<String>>,
@@ -104,7 +104,7 @@ impl BeforeAppend for CompetingWriter {
         .await
         .expect("competitor's manifests");
         self.client
-            .commit(name, commit.requirements, commit.updates, None, Some(base))
+            .commit(name, commit.requirements, commit.updates, Some(base))
             .await
             .expect("the competitor wins");
         *self.stolen.lock().expect("lock") = Some(first[0].segment.object_key.clone());

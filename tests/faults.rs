@@ -236,7 +236,7 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     // A one-shot connection: the error itself.
-    let err = thadam_iceberg::registrar::connect(&config)
+    let err = thadam_iceberg::testing::connect(&config)
         .await
         .expect_err("nothing listens there");
     assert!(!err.to_string().contains("s3cr3t"), "{err}");

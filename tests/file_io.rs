@@ -11,9 +11,9 @@ use bytes::Bytes;
 use iceberg::io::FileIO;
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::config::{Secret, StoreConfig, StoreCredentials};
-use thadam_iceberg::io::clients::S3Clients;
-use thadam_iceberg::io::file_io::{file_io_props, table_file_io};
-use thadam_iceberg::io::store::{S3Access, S3Credentials, S3Keys, classify_iceberg_io};
+use thadam_iceberg::testing::S3Clients;
+use thadam_iceberg::testing::{S3Access, S3Credentials, S3Keys, classify_iceberg_io};
+use thadam_iceberg::testing::{file_io_props, table_file_io};
 
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -245,11 +245,11 @@ struct KeySigner {
 }
 
 #[async_trait::async_trait]
-impl thadam_iceberg::io::signer::RequestSigner for KeySigner {
+impl thadam_iceberg::testing::RequestSigner for KeySigner {
     async fn sign(
         &self,
-        request: &thadam_iceberg::io::signer::SignRequest,
-    ) -> thadam_iceberg::Result<thadam_iceberg::io::signer::Signed> {
+        request: &thadam_iceberg::testing::SignRequest,
+    ) -> thadam_iceberg::Result<thadam_iceberg::testing::Signed> {
         self.asked
             .lock()
             .expect("asked")
@@ -285,7 +285,7 @@ impl thadam_iceberg::io::signer::RequestSigner for KeySigner {
                 vec![value.to_str().expect("text").to_string()],
             ));
         }
-        Ok(thadam_iceberg::io::signer::Signed {
+        Ok(thadam_iceberg::testing::Signed {
             uri: request.uri.clone(),
             headers,
         })
@@ -302,10 +302,9 @@ fn keyless_store() -> StoreConfig {
 
 fn signing(signer: &Arc<KeySigner>) -> S3Access {
     S3Access {
-        credentials: S3Credentials::Signer(thadam_iceberg::io::signer::SharedSigner(Arc::clone(
-            signer,
-        )
-            as Arc<dyn thadam_iceberg::io::signer::RequestSigner>)),
+        credentials: S3Credentials::Signer(thadam_iceberg::testing::SharedSigner(
+            Arc::clone(signer) as Arc<dyn thadam_iceberg::testing::RequestSigner>,
+        )),
         endpoint: None,
         region: None,
         path_style: None,

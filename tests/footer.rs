@@ -10,7 +10,7 @@ use common::{Harness, unique};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::io::footer::{FIRST_READ_BYTES, MAX_FOOTER_BYTES, read_footer};
+use thadam_iceberg::testing::{FIRST_READ_BYTES, MAX_FOOTER_BYTES, read_footer};
 
 async fn put(store: &dyn ObjectStore, key: &str, bytes: Bytes) {
     store
@@ -219,7 +219,7 @@ async fn wrong_store_credentials_are_auth_failed_naming_the_bucket() {
     put(h.store.as_ref(), &key, parquet).await;
     let mut wrong = h.config.store.clone();
     wrong.secret_access_key = Some(thadam_iceberg::config::Secret::new("not-the-secret"));
-    let store = thadam_iceberg::io::store::object_store(&wrong, &h.env.bucket).expect("store");
+    let store = thadam_iceberg::testing::object_store(&wrong, &h.env.bucket).expect("store");
     let err = read_footer(store.as_ref(), &h.env.bucket, &key, size)
         .await
         .expect_err("refused");
@@ -286,9 +286,8 @@ async fn s3_answers_are_classified_by_status() {
             max_retries: 0,
             ..Default::default()
         };
-        let store =
-            thadam_iceberg::io::store::object_store_with(&config, &h.env.bucket, Some(retry))
-                .expect("store");
+        let store = thadam_iceberg::testing::object_store_with(&config, &h.env.bucket, Some(retry))
+            .expect("store");
         let err = read_footer(store.as_ref(), &h.env.bucket, &key, 5000)
             .await
             .expect_err("refused");
@@ -374,8 +373,7 @@ fn mutated_footers_never_panic_the_reader() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let files = real_segments();
     for file in &files {
-        thadam_iceberg::io::footer::decode_file("real.parquet", file)
-            .expect("real segments decode");
+        thadam_iceberg::testing::decode_file("real.parquet", file).expect("real segments decode");
     }
 
     let previous = std::panic::take_hook();
@@ -445,8 +443,7 @@ fn mutated_footers_never_panic_the_reader() {
             }
         };
         QUIET.with(|q| q.set(true));
-        let outcome =
-            std::panic::catch_unwind(|| thadam_iceberg::io::footer::decode_file(key, &file));
+        let outcome = std::panic::catch_unwind(|| thadam_iceberg::testing::decode_file(key, &file));
         QUIET.with(|q| q.set(false));
         match outcome {
             Ok(Ok(_)) => ok += 1,

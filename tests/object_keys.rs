@@ -174,7 +174,7 @@ async fn object_store_paths_are_the_raw_keys_on_the_wire() {
         .map(|name| format!("{}/wire/{name}", h.prefix))
         .collect();
     for key in &keys {
-        let path = thadam_iceberg::io::store::object_path(key).expect("representable");
+        let path = thadam_iceberg::testing::object_path(key).expect("representable");
         h.store
             .put(&path, bytes::Bytes::from(key.clone().into_bytes()).into())
             .await

@@ -18,7 +18,7 @@ use common::{Harness, Options, assert_exactly_once};
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::runtime::status::RegistrarStatus;
-use thadam_iceberg::table::quarantine::QuarantineStore;
+use thadam_iceberg::testing::QuarantineStore;
 
 fn quarantine_harness(test: &str) -> Harness {
     Harness::with(

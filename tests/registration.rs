@@ -11,7 +11,7 @@ use arrow_schema::{DataType, Schema};
 use common::demo::field;
 use common::{Harness, Options, data_files, read_all, row_count};
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::table::committed::{SEGMENT_IDS, SegmentId, decode_ids};
+use thadam_iceberg::testing::{SEGMENT_IDS, SegmentId, decode_ids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shipped_segments_are_registered_and_read_back() {

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use object_store::ObjectStore;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::catalog::TableName;
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
+use thadam_iceberg::testing::TableName;
 
 use common::demo;
 
@@ -160,7 +160,7 @@ impl Setup {
             .expect("test config is valid")
             .registrars
             .remove(0);
-        let store = thadam_iceberg::io::store::object_store(&config.store, &bucket).expect("store");
+        let store = thadam_iceberg::testing::object_store(&config.store, &bucket).expect("store");
         let log = SegmentLogWriter::open(&config.source.catalog).expect("segment log");
         Setup {
             _dir: dir,
@@ -339,7 +339,7 @@ async fn a_store_without_keys_registers_through_nessie_s_signer_and_pyiceberg_re
     assert!(signed >= 6, "only {signed} requests were signed by Nessie");
 
     // The catalog client keeps the signer with the table, and the table is as registered.
-    let client = thadam_iceberg::registrar::connect(&s.keyless_via(&front))
+    let client = thadam_iceberg::testing::connect(&s.keyless_via(&front))
         .await
         .expect("catalog");
     let table = client
@@ -454,7 +454,7 @@ async fn a_signer_answering_401_or_403_stops_the_registrar_with_auth_failed_afte
             "{status}: stopped in {took:?}"
         );
         // Nothing was registered.
-        let client = thadam_iceberg::registrar::connect(&s.config)
+        let client = thadam_iceberg::testing::connect(&s.config)
             .await
             .expect("catalog");
         let table = client

@@ -18,8 +18,8 @@ use object_store::ObjectStore;
 use thadam_iceberg::Tuning;
 use thadam_iceberg::protocol::feed::ChannelFeed;
 use thadam_iceberg::protocol::segment::UploadedSegment;
-use thadam_iceberg::table::committed::WATERMARK_KEY;
 use thadam_iceberg::testing::Hooks;
+use thadam_iceberg::testing::WATERMARK_KEY;
 
 const RETAIN: &str = "      snapshot_retention: { max_age: 1m, min_snapshots: 5 }";
 
@@ -228,11 +228,11 @@ async fn a_reship_after_its_snapshot_expired_is_not_registered_twice() {
         .filter_map(|s| {
             s.summary()
                 .additional_properties
-                .get(thadam_iceberg::table::committed::SEGMENT_IDS)
+                .get(thadam_iceberg::testing::SEGMENT_IDS)
                 .cloned()
         })
         .collect();
-    let first = thadam_iceberg::table::committed::encode_ids([keys[0].as_str()]);
+    let first = thadam_iceberg::testing::encode_ids([keys[0].as_str()]);
     assert!(
         !summaries.iter().any(|ids| ids.contains(&first)),
         "the first segment's snapshot was expired"

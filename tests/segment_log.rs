@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use thadam_iceberg::error::ErrorCode;
+use thadam_iceberg::ErrorCode;
 use thadam_iceberg::protocol::feed::SegmentFeed;
 use thadam_iceberg::protocol::segment_log::{
     LogEntry, LogRecord, SegmentLogReader, SegmentLogTail, SegmentLogWriter,
@@ -86,7 +86,7 @@ fn write_records(path: &Path, n: u64) -> Vec<u64> {
         .collect()
 }
 
-fn assert_corrupt_at(err: thadam_iceberg::error::Error, path: &Path, offset: u64) {
+fn assert_corrupt_at(err: thadam_iceberg::Error, path: &Path, offset: u64) {
     assert_eq!(err.code(), ErrorCode::SegmentCatalogCorrupt, "{err}");
     let message = err.message();
     assert!(message.contains(&path.display().to_string()), "{message}");

@@ -16,9 +16,9 @@ use common::{Harness, Options, assert_exactly_once, py};
 use futures::TryStreamExt;
 use iceberg::table::Table;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::catalog::TableName;
-use thadam_iceberg::table::append::ReadySegment;
 use thadam_iceberg::testing::BeforeAppend;
+use thadam_iceberg::testing::ReadySegment;
+use thadam_iceberg::testing::TableName;
 use thadam_iceberg::{RegistrarHandle, RegistrarStatus};
 
 const DATASET: &str = "telemetry";

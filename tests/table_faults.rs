@@ -80,7 +80,6 @@ async fn table_properties_the_append_cannot_parse_do_not_stop_it() {
                 .into(),
             }],
             None,
-            None,
         )
         .await
         .expect("set property");
@@ -104,9 +103,9 @@ struct DropBeforeAppend {
 impl thadam_iceberg::testing::BeforeAppend for DropBeforeAppend {
     async fn before_append(
         &self,
-        _: &thadam_iceberg::catalog::TableName,
+        _: &thadam_iceberg::testing::TableName,
         _: &iceberg::table::Table,
-        _: &[thadam_iceberg::table::append::ReadySegment],
+        _: &[thadam_iceberg::testing::ReadySegment],
     ) {
         if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let r = reqwest::Client::new()

@@ -18,9 +18,9 @@ use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use common::{Harness, Options, assert_exactly_once, py};
 use thadam_iceberg::ErrorCode;
+use thadam_iceberg::Registrar;
 use thadam_iceberg::config::TableLocation;
 use thadam_iceberg::ops::check::{Verdict, check_file};
-use thadam_iceberg::registrar::Registrar;
 
 /// Hang guard for a registrar that must stop on a fatal error.
 const FATAL_GUARD: Duration = Duration::from_secs(60);

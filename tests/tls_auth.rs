@@ -474,10 +474,10 @@ async fn a_419_for_an_expired_token_is_renewed_once() {
 /// backoff), and a burst of 401s on one token causes one exchange, shared by all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchange() {
-    use thadam_iceberg::actors::token_refresher::RefreshedToken;
-    use thadam_iceberg::catalog::auth::TokenSource;
-    use thadam_iceberg::catalog::tls::{TlsSettings, catalog_http_client};
     use thadam_iceberg::config::RetryPolicy;
+    use thadam_iceberg::testing::RefreshedToken;
+    use thadam_iceberg::testing::TokenSource;
+    use thadam_iceberg::testing::{TlsSettings, catalog_http_client};
 
     captured_logs();
     let client_id = unique("thadam");
@@ -762,7 +762,7 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
     let config = secured(&h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
-    let client = thadam_iceberg::registrar::connect(&config)
+    let client = thadam_iceberg::testing::connect(&config)
         .await
         .expect("connects with the credential");
     debug.push(format!("{config:?}"));

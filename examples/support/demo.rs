@@ -21,8 +21,8 @@ use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use thadam_iceberg::error::{Error, Result};
 use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogWriter};
+use thadam_iceberg::{Error, Result};
 
 /// An Arrow field carrying its Parquet field ID.
 pub fn field(name: &str, data_type: DataType, nullable: bool, id: i32) -> Field {
@@ -138,10 +138,7 @@ pub async fn ship_segment(
         file_size: size,
     })?;
     store
-        .put(
-            &thadam_iceberg::io::store::object_path(key)?,
-            parquet.into(),
-        )
+        .put(&thadam_iceberg::testing::object_path(key)?, parquet.into())
         .await
         .map_err(|e| Error::unavailable(format!("uploading {key} failed: {e}")))?;
     log.append_uploaded(dataset, segment_id, key, size, rows)

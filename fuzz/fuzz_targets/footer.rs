@@ -6,7 +6,7 @@ use std::sync::Once;
 
 use libfuzzer_sys::fuzz_target;
 use thadam_iceberg::ErrorCode;
-use thadam_iceberg::io::footer::decode_file;
+use thadam_iceberg::testing::decode_file;
 
 static HOOK: Once = Once::new();
 
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
             std::panic::set_hook(Box::new(|_| {}));
         } else {
             // The reader keeps the panics it catches from the hook unless asked.
-            thadam_iceberg::io::footer::print_caught_decoder_panics(true);
+            thadam_iceberg::testing::print_caught_decoder_panics(true);
         }
     });
     if let Err(e) = decode_file("fuzz/seg.parquet", data) {

@@ -10,8 +10,9 @@ use crate::catalog::{RestClient, TableName};
 use crate::config::{RegistrarConfig, RetryPolicy};
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
+use crate::table::env::Env;
 
-pub struct RegistrarContext {
+pub(crate) struct RegistrarContext {
     pub config: RegistrarConfig,
     pub client: RestClient,
     pub store: Arc<dyn ObjectStore>,
@@ -27,12 +28,12 @@ pub struct RegistrarContext {
 }
 
 impl RegistrarContext {
-    pub fn retry(&self) -> &RetryPolicy {
+    pub(crate) fn retry(&self) -> &RetryPolicy {
         &self.config.retry
     }
 
     /// The most segments in one snapshot: the config's, capped by the tuning.
-    pub fn max_segments(&self) -> usize {
+    pub(crate) fn max_segments(&self) -> usize {
         self.config
             .commit
             .max_segments
@@ -41,18 +42,18 @@ impl RegistrarContext {
     }
 
     /// The most data-file bytes in one snapshot.
-    pub fn max_bytes(&self) -> u64 {
+    pub(crate) fn max_bytes(&self) -> u64 {
         self.config.commit.max_bytes
     }
 
     /// How long a batch that is not full may wait for more segments.
-    pub fn linger(&self) -> std::time::Duration {
+    pub(crate) fn linger(&self) -> std::time::Duration {
         self.config.commit.linger
     }
 
     /// How many footers one table holds (arrived and not committed) and reads in flight, together:
     /// twice a batch, so the next batch is read while one commits, and at least 64.
-    pub fn footer_window(&self) -> usize {
+    pub(crate) fn footer_window(&self) -> usize {
         if self.tuning.reads_per_table > 0 {
             self.tuning.reads_per_table
         } else {
@@ -62,13 +63,13 @@ impl RegistrarContext {
 
     /// A table's share of `memory.footer_bytes`: the budget split evenly between the datasets
     /// the parquet sink lists (each has one table).
-    pub fn footer_bytes_per_table(&self) -> u64 {
+    pub(crate) fn footer_bytes_per_table(&self) -> u64 {
         let tables = self.config.source.datasets.len().max(1) as u64;
         (self.config.memory.footer_bytes / tables).max(1 << 20)
     }
 
     /// How many footers are read at once.
-    pub fn footer_readers(&self) -> usize {
+    pub(crate) fn footer_readers(&self) -> usize {
         if self.tuning.footer_readers > 0 {
             self.tuning.footer_readers
         } else {
@@ -76,7 +77,7 @@ impl RegistrarContext {
         }
     }
 
-    pub fn table_name(&self, dataset: &str) -> TableName {
+    pub(crate) fn table_name(&self, dataset: &str) -> TableName {
         TableName {
             namespace: self.config.namespace.clone(),
             name: dataset.to_string(),
@@ -84,16 +85,23 @@ impl RegistrarContext {
     }
 
     /// `{url}/thadam/v1/{pipeline}/{dataset}`: the directory the shipper owns.
-    pub fn table_location(&self, dataset: &str) -> String {
+    pub(crate) fn table_location(&self, dataset: &str) -> String {
         self.config
             .url
             .table_location(&self.config.pipeline, dataset)
     }
 
-    /// Recorded in every snapshot summary so operators can tell who wrote what.
-    pub fn writer_id(&self) -> String {
-        format!("thadam-iceberg/{}/{}", self.config.id, self.config.pipeline)
+    /// What the table layer borrows to write this registrar's tables.
+    pub(crate) fn env(&self) -> Env<'_> {
+        Env {
+            client: &self.client,
+            config: &self.config,
+            status: &self.status,
+            shutdown: &self.shutdown,
+            history: self.history.as_ref(),
+            hooks: &self.tuning.hooks,
+        }
     }
 }
 
-pub type SharedContext = Arc<RegistrarContext>;
+pub(crate) type SharedContext = Arc<RegistrarContext>;

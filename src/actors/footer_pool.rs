@@ -12,9 +12,9 @@ use crate::io::footer::read_footer;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterReaderMsg, FooterRequest};
 use crate::runtime::retry::{Op, retry_transient};
 
-pub struct FooterPool;
+pub(crate) struct FooterPool;
 
-pub struct PoolState {
+pub(crate) struct PoolState {
     idle: Vec<usize>,
     readers: Vec<ActorRef<FooterReaderMsg>>,
     queue: VecDeque<FooterRequest>,
@@ -74,9 +74,9 @@ impl Actor for FooterPool {
 }
 
 /// One footer reader: reads one footer at a time, retrying transient faults with backoff.
-pub struct FooterReader;
+pub(crate) struct FooterReader;
 
-pub struct ReaderArgs {
+pub(crate) struct ReaderArgs {
     index: usize,
     ctx: SharedContext,
     pool: ActorRef<FooterPoolMsg>,

@@ -9,16 +9,14 @@
 //!   schema in step with the files.
 //! - [`token_refresher`]: owns the OAuth2 access token of a `catalog_credential` and renews it.
 
-pub mod committer;
-pub mod context;
-pub mod footer_pool;
-#[doc(hidden)]
-pub mod hooks;
-pub mod schema_merger;
-pub mod supervisor;
-pub mod token_refresher;
-pub mod tuning;
-pub mod watcher;
+pub(crate) mod committer;
+pub(crate) mod context;
+pub(crate) mod footer_pool;
+pub(crate) mod schema_merger;
+pub(crate) mod supervisor;
+pub(crate) mod token_refresher;
+pub(crate) mod tuning;
+pub(crate) mod watcher;
 
 /// ractor's error type for handlers; our `Error` travels inside it and is recovered by the
 /// supervisor with a downcast.

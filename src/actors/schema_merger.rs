@@ -1,16 +1,18 @@
 //! A table's schema merger: makes the table ready for a file before the file is appended.
 //!
-//! For each footer it converts the file's schema (keeping its field IDs), then either creates the
-//! table from it (`create_table: true`, table absent), or merges it into the table's schema by
-//! field ID. A change is committed on its own, straight to the REST endpoint, *before* the append:
-//! a crash between the two leaves an evolved table and a segment still in the catalog, and the
-//! next attempt re-derives "nothing to change" and only appends.
+//! For each footer it converts the file's schema (keeping its field IDs), creates the table from
+//! it when it is absent (`create_table: true`), and merges it into the table's schema by field
+//! ID. A change is a commit of its own, *before* the append: a crash between the two leaves an
+//! evolved table and a segment still in the catalog, and the next attempt re-derives "nothing to
+//! change" and only appends. The merger derives the change; the committer's append transaction
+//! sends it (`table::append::transaction`), so every commit of the table is sent, classified and
+//! retried in one place.
 //!
-//! There is one per table, a child of that table's committer: each table serialises its own
-//! commits, schema commits (and their backoff) included, and one table's slow or failing schema
-//! commit never holds up another table. The committer stays the only owner of its table: it lends
-//! the merger a read-only view of the metadata it holds, and the merger answers with the version
-//! of the table the committer must adopt, if any; the merger keeps nothing between requests.
+//! There is one per table, a child of that table's committer: one table's slow creation never
+//! holds up another table. The committer stays the only owner of its table: it lends the merger
+//! a read-only view of the metadata it holds, and the merger answers with the version of the
+//! table the committer must adopt (a creation), if any, and the change to send; the merger keeps
+//! nothing between requests.
 
 use std::collections::HashMap;
 
@@ -21,25 +23,24 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::actors::HandlerResult;
 use crate::actors::context::SharedContext;
-use crate::catalog::commit_retry::{Failures, Next, after_failure};
-use crate::catalog::{CommitError, TableName};
-use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::messages::{SchemaMergerMsg, SchemaReconciled};
+use crate::catalog::TableName;
+use crate::error::{Error, Result};
+use crate::protocol::messages::{SchemaChange, SchemaMergerMsg, SchemaReconciled};
 use crate::runtime::retry::{Op, ReportTo, retry_transient};
 use crate::table::create::create_table;
 use crate::table::partition;
 use crate::table::schema::convert::file_schema;
 use crate::table::schema::merge::{FieldHistory, MergeOutcome, merge_table};
 
-pub struct SchemaMerger;
+pub(crate) struct SchemaMerger;
 
 /// The table a merger serves.
-pub struct SchemaMergerArgs {
+pub(crate) struct SchemaMergerArgs {
     pub ctx: SharedContext,
     pub dataset: String,
 }
 
-pub struct SchemaMergerState {
+pub(crate) struct SchemaMergerState {
     ctx: SharedContext,
     dataset: String,
     name: TableName,
@@ -84,22 +85,18 @@ impl Actor for SchemaMerger {
     }
 }
 
-/// Creates the table (when `current` is `None`) or evolves it until its schema covers `file`;
-/// retries a schema commit that conflicted or whose outcome is unknown against the table as it
-/// is then.
+/// Creates the table (when `current` is `None`), then derives the schema change that makes it
+/// cover `file`, if any; the committer sends that change (see the module docs).
 async fn reconcile(
     state: &SchemaMergerState,
     current: Option<TableMetadataRef>,
     file: &Schema,
 ) -> Result<SchemaReconciled> {
     let (ctx, name, dataset) = (&state.ctx, &state.name, state.dataset.as_str());
-    let mut shutdown = ctx.shutdown.clone();
-    // The newest version of the table this merger took from the catalog (a creation, a reload):
-    // the committer must adopt it even when the file then needs no change.
-    let mut latest: Option<Table> = None;
-    let mut failures = Failures::default();
-    let table_name = name.to_string();
-    let mut metadata = match current {
+    // A table this merger created (or found created by another writer): the committer must
+    // adopt it even when the file then needs no change.
+    let mut created: Option<Table> = None;
+    let metadata = match current {
         Some(m) => {
             warn_if_partition_by_ignored(ctx, name, &m);
             m
@@ -111,10 +108,12 @@ async fn reconcile(
                 HashMap::from([
                     ("thadam.pipeline".to_string(), ctx.config.pipeline.clone()),
                     ("thadam.dataset".to_string(), dataset.to_string()),
-                    ("thadam.created-by".to_string(), ctx.writer_id()),
+                    ("thadam.created-by".to_string(), ctx.env().writer_id()),
                 ]),
             );
-            let created = retry_transient(
+            let table_name = name.to_string();
+            let mut shutdown = ctx.shutdown.clone();
+            let table = retry_transient(
                 Op::Create,
                 ctx.retry(),
                 &mut shutdown,
@@ -138,35 +137,46 @@ async fn reconcile(
             .await?
             // A table that appeared meanwhile (another writer) comes back from register; merge
             // into it like into any existing table.
-            .ok_or_else(shutting_down)?;
-            let m = created.metadata_ref();
-            latest = Some(created);
+            .ok_or_else(Error::cancelled)?;
+            let m = table.metadata_ref();
+            created = Some(table);
             m
         }
     };
-    loop {
-        let current = metadata.current_schema();
-        let next_id = metadata
-            .schemas_iter()
-            .map(|s| s.schema_id())
-            .max()
-            .unwrap_or(0)
-            + 1;
-        let evolved = match merge_table(current, &FieldHistory::of(&metadata), file, next_id) {
-            Ok(MergeOutcome::Unchanged) => {
-                return Ok(latest.map_or(SchemaReconciled::Unchanged, |t| {
-                    SchemaReconciled::Changed(Box::new(t))
-                }));
+    let change = schema_change(name, &metadata, file)?;
+    Ok(SchemaReconciled {
+        table: created.map(Box::new),
+        change,
+    })
+}
+
+/// The commit that brings `metadata`'s schema to cover `file` by field ID (`None` when it does
+/// already), behind the requirements that the table is still the one it was derived from; or
+/// `sink.iceberg_schema_mismatch` listing every violation.
+fn schema_change(
+    name: &TableName,
+    metadata: &TableMetadata,
+    file: &Schema,
+) -> Result<Option<SchemaChange>> {
+    let current = metadata.current_schema();
+    let next_id = metadata
+        .schemas_iter()
+        .map(|s| s.schema_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let evolved = match merge_table(current, &FieldHistory::of(metadata), file, next_id) {
+        Ok(MergeOutcome::Unchanged) => return Ok(None),
+        Ok(MergeOutcome::Evolved { schema, changes }) => {
+            for change in &changes {
+                tracing::info!(table = %name, "schema change: {change}");
             }
-            Ok(MergeOutcome::Evolved { schema, changes }) => {
-                for change in &changes {
-                    tracing::info!(table = %name, "schema change: {change}");
-                }
-                schema
-            }
-            Err(mismatch) => return Err(mismatch.into_error(&name.to_string())),
-        };
-        let requirements = vec![
+            schema
+        }
+        Err(mismatch) => return Err(mismatch.into_error(&name.to_string())),
+    };
+    Ok(Some(SchemaChange {
+        requirements: vec![
             TableRequirement::UuidMatch {
                 uuid: metadata.uuid(),
             },
@@ -176,74 +186,12 @@ async fn reconcile(
             TableRequirement::LastAssignedFieldIdMatch {
                 last_assigned_field_id: metadata.last_column_id(),
             },
-        ];
-        let updates = vec![
+        ],
+        updates: vec![
             TableUpdate::AddSchema { schema: evolved },
             TableUpdate::SetCurrentSchema { schema_id: -1 },
-        ];
-        let committed = tokio::select! {
-            c = ctx.client.commit(name, requirements, updates, None, None) => c,
-            _ = shutdown.requested() => return Err(shutting_down()),
-        };
-        let failure = match committed {
-            Ok(t) => {
-                metrics::counter!("thadam_iceberg_schema_changes_total", "table" => name.to_string())
-                    .increment(1);
-                tracing::info!(table = %name, schema_id = t.metadata().current_schema_id(), "schema evolved");
-                return Ok(SchemaReconciled::Changed(Box::new(t)));
-            }
-            Err(failure) => failure,
-        };
-        // Someone else changed the table, or we do not know whether our change landed: reload
-        // and derive the change again against what the table is now, after the same pause an
-        // append takes (growing with each failure in a row).
-        let (next, after) = after_failure(
-            &failure,
-            failures,
-            ctx.retry(),
-            std::time::Duration::ZERO,
-            rand::random(),
-        );
-        failures = after;
-        let delay = match (next, failure) {
-            (Next::Stop, CommitError::Fatal(e)) => return Err(e),
-            (Next::Stop, _) => return Err(Error::internal("a retryable schema commit stopped")),
-            (Next::Reload { delay }, CommitError::Conflict(why)) => {
-                tracing::info!(table = %name, ?delay, "schema commit conflicted ({why}); reloading");
-                delay
-            }
-            (Next::Reload { delay }, CommitError::Unknown(e) | CommitError::NotApplied(e)) => {
-                crate::runtime::retry::count_retry(Op::SchemaCommit, e.retry_cause());
-                tracing::warn!(table = %name, ?delay, "schema commit outcome unknown or failed ({e}); reloading");
-                delay
-            }
-            (Next::Reload { delay }, CommitError::Fatal(_)) => delay,
-        };
-        if !shutdown.sleep(delay).await {
-            return Err(shutting_down());
-        }
-        let reloaded = retry_transient(
-            Op::Load,
-            ctx.retry(),
-            &mut shutdown,
-            "reloading the table",
-            Some(ReportTo {
-                board: &ctx.status,
-                table: &table_name,
-            }),
-            || ctx.client.load_table(name),
-        )
-        .await?
-        .ok_or_else(shutting_down)?
-        .ok_or_else(|| {
-            Error::new(
-                ErrorCode::TableMissing,
-                format!("table {name} disappeared while its schema was being changed"),
-            )
-        })?;
-        metadata = reloaded.metadata_ref();
-        latest = Some(reloaded);
-    }
+        ],
+    }))
 }
 
 /// `partition_by` shapes only the tables the registrar creates: an existing table keeps its own
@@ -266,8 +214,4 @@ fn warn_if_partition_by_ignored(ctx: &SharedContext, name: &TableName, metadata:
         wanted.join(", "),
         ctx.config.id
     ));
-}
-
-fn shutting_down() -> Error {
-    Error::cancelled()
 }

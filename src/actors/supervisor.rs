@@ -23,18 +23,18 @@ use crate::protocol::segment::UploadedSegment;
 use crate::runtime::shutdown::ShutdownTrigger;
 
 /// Where the supervisor leaves the reason the service stopped (None: a requested stop).
-pub type Outcome = Arc<Mutex<Option<Error>>>;
+pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
 
-pub struct Supervisor;
+pub(crate) struct Supervisor;
 
-pub struct SupervisorArgs {
+pub(crate) struct SupervisorArgs {
     pub ctx: SharedContext,
     pub feed: Box<dyn SegmentFeed>,
     pub outcome: Outcome,
     pub trigger: ShutdownTrigger,
 }
 
-pub struct SupervisorState {
+pub(crate) struct SupervisorState {
     ctx: SharedContext,
     outcome: Outcome,
     trigger: ShutdownTrigger,

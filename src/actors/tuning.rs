@@ -3,7 +3,7 @@
 //! [`RegistrarContext`](crate::actors::context::RegistrarContext)), so they live here, beside
 //! the test seams they carry ([`Hooks`]), and the config stays free of both.
 
-use crate::actors::hooks::Hooks;
+use crate::table::append::hooks::Hooks;
 
 /// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The
 /// defaults defer to the config (`commit`, `footer_readers`).
@@ -24,16 +24,6 @@ pub struct Tuning {
     /// Test seams; none in production (not part of the API).
     #[doc(hidden)]
     pub hooks: Hooks,
-}
-
-impl Tuning {
-    /// Now, by the test clock when there is one.
-    pub fn now_ms(&self) -> i64 {
-        match &self.hooks.clock {
-            Some(clock) => clock(),
-            None => chrono::Utc::now().timestamp_millis(),
-        }
-    }
 }
 
 impl Default for Tuning {

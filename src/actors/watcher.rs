@@ -20,9 +20,9 @@ use crate::protocol::messages::{SegmentPermit, SupervisorMsg};
 use crate::protocol::segment::UploadedSegment;
 use crate::runtime::shutdown::Shutdown;
 
-pub struct Watcher;
+pub(crate) struct Watcher;
 
-pub struct WatcherArgs {
+pub(crate) struct WatcherArgs {
     pub feed: Box<dyn SegmentFeed>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub shutdown: Shutdown,
@@ -30,7 +30,7 @@ pub struct WatcherArgs {
     pub max_in_memory: usize,
 }
 
-pub struct WatcherState {
+pub(crate) struct WatcherState {
     task: JoinHandle<()>,
 }
 

@@ -40,24 +40,24 @@ use crate::io::credentials::{S3Access, S3Credentials, S3Keys};
 use crate::io::signer::{RequestSigner, SharedSigner};
 
 /// The `config` / `storage-credentials` keys of vended S3 credentials.
-pub const ACCESS_KEY_ID: &str = "s3.access-key-id";
-pub const SECRET_ACCESS_KEY: &str = "s3.secret-access-key";
-pub const SESSION_TOKEN: &str = "s3.session-token";
-pub const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
+pub(crate) const ACCESS_KEY_ID: &str = "s3.access-key-id";
+pub(crate) const SECRET_ACCESS_KEY: &str = "s3.secret-access-key";
+pub(crate) const SESSION_TOKEN: &str = "s3.session-token";
+pub(crate) const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
 
 /// The longest renewal margin: credentials are renewed at most this long before they expire.
-pub const MAX_RENEWAL_MARGIN_MS: i64 = 5 * 60 * 1000;
+pub(crate) const MAX_RENEWAL_MARGIN_MS: i64 = 5 * 60 * 1000;
 
 /// The config keys of remote signing (Iceberg's `S3FileIOProperties` and the REST signer's).
-pub const REMOTE_SIGNING_ENABLED: &str = "s3.remote-signing-enabled";
-pub const SIGNER_URI: &str = "s3.signer.uri";
-pub const SIGNER_ENDPOINT: &str = "s3.signer.endpoint";
+pub(crate) const REMOTE_SIGNING_ENABLED: &str = "s3.remote-signing-enabled";
+pub(crate) const SIGNER_URI: &str = "s3.signer.uri";
+pub(crate) const SIGNER_ENDPOINT: &str = "s3.signer.endpoint";
 /// The signer endpoint when the catalog names none (the protocol's path).
-pub const DEFAULT_SIGNER_ENDPOINT: &str = "v1/aws/s3/sign";
+pub(crate) const DEFAULT_SIGNER_ENDPOINT: &str = "v1/aws/s3/sign";
 
 /// Where a table's S3 requests are signed, as the catalog said.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SignerTarget {
+pub(crate) struct SignerTarget {
     /// `s3.signer.uri`; `None`: the catalog URI.
     pub uri: Option<String>,
     /// `s3.signer.endpoint`: a path under the URI, or a full `http(s)://` URL.
@@ -77,7 +77,7 @@ impl std::fmt::Debug for SignerTarget {
 impl SignerTarget {
     /// Remote signing as the table's `config` says, over the catalog's (`GET /v1/config`
     /// defaults and overrides, merged); `None` unless `s3.remote-signing-enabled` is true.
-    pub fn from_config(
+    pub(crate) fn from_config(
         catalog: &HashMap<String, String>,
         table: &HashMap<String, String>,
     ) -> Option<SignerTarget> {
@@ -103,7 +103,7 @@ impl SignerTarget {
     /// `{uri without trailing /}/{endpoint without leading /}`, `uri` defaulting to
     /// `catalog_uri` (Java's `RESTUtil.resolveEndpoint`). The endpoint is taken as the catalog
     /// wrote it: Nessie's is already percent-encoded.
-    pub fn url(&self, catalog_uri: &str) -> String {
+    pub(crate) fn url(&self, catalog_uri: &str) -> String {
         let endpoint = self.endpoint.as_str();
         if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
             return endpoint.to_string();
@@ -119,10 +119,10 @@ impl SignerTarget {
 
 /// Makes the signer for a table's [`SignerTarget`] (the catalog client's, over its own HTTP
 /// client and authentication).
-pub type MakeSigner<'a> = &'a dyn Fn(&SignerTarget) -> Arc<dyn RequestSigner>;
+pub(crate) type MakeSigner<'a> = &'a dyn Fn(&SignerTarget) -> Arc<dyn RequestSigner>;
 
 /// One set of vended S3 credentials, or the table's remote signer.
-pub struct VendedCredentials {
+pub(crate) struct VendedCredentials {
     /// The `storage-credentials` prefix they are for; `None` for those of the table's `config`
     /// (and for the signer), which apply wherever no prefix matches.
     prefix: Option<String>,
@@ -224,21 +224,27 @@ impl VendedCredentials {
     }
 
     /// The keys or signer and placement, for the FileIO and footer reads of the table's objects.
-    pub fn s3(&self) -> &S3Access {
+    pub(crate) fn s3(&self) -> &S3Access {
         &self.s3
     }
 
+    #[cfg(test)]
     /// Whether these are the table's remote signer rather than keys.
-    pub fn is_remote_signing(&self) -> bool {
+    pub(crate) fn is_remote_signing(&self) -> bool {
         matches!(self.s3.credentials, S3Credentials::Signer(_))
     }
 
-    pub fn expires_at_ms(&self) -> Option<i64> {
+    #[cfg(test)]
+    pub(crate) fn expires_at_ms(&self) -> Option<i64> {
         self.expires_at_ms
     }
 
     /// The object_store for footer reads with these credentials (built once).
-    pub fn footer_store(&self, store: &StoreConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+    pub(crate) fn footer_store(
+        &self,
+        store: &StoreConfig,
+        bucket: &str,
+    ) -> Result<Arc<dyn ObjectStore>> {
         if let Some(s) = self.footer_store.get() {
             return Ok(Arc::clone(s));
         }
@@ -279,7 +285,7 @@ impl TableAccess {
     /// signing, or both), `None` when it gives nothing. `catalog_config` is `GET /v1/config`'s
     /// (remote signing may be switched on there); `make_signer` makes the table's signer, `None`
     /// when `store` has credentials of its own (the signer is then not used).
-    pub fn from_load(
+    pub(crate) fn from_load(
         storage_credentials: Option<&[StorageCredential]>,
         config: &HashMap<String, String>,
         catalog_config: &HashMap<String, String>,
@@ -310,7 +316,7 @@ impl TableAccess {
         })
     }
 
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
@@ -321,7 +327,7 @@ impl TableAccess {
 
     /// The credentials for an object or location URI: the `storage-credentials` entry with the
     /// longest prefix of it, else those of `config`, else the remote signer.
-    pub fn for_uri(&self, uri: &str) -> Option<&VendedCredentials> {
+    pub(crate) fn for_uri(&self, uri: &str) -> Option<&VendedCredentials> {
         let prefixes: Vec<&str> = self
             .prefixed
             .iter()
@@ -335,13 +341,13 @@ impl TableAccess {
 
     /// The credentials for the table's own files (metadata, manifest lists, manifests), which
     /// iceberg writes under `{location}/metadata/`.
-    pub fn for_table_files(&self, location: &str) -> Option<&VendedCredentials> {
+    pub(crate) fn for_table_files(&self, location: &str) -> Option<&VendedCredentials> {
         self.for_uri(&format!("{}/metadata/", location.trim_end_matches('/')))
     }
 
     /// When to reload the table for fresh credentials (ms since the epoch): before the first of
     /// them expires, by [`renew_at_ms`]; `None` when the catalog gave no expiry.
-    pub fn renew_at_ms(&self) -> Option<i64> {
+    pub(crate) fn renew_at_ms(&self) -> Option<i64> {
         self.prefixed
             .iter()
             .chain(self.fallback.as_ref())
@@ -353,7 +359,7 @@ impl TableAccess {
 
 /// The index of the longest of `prefixes` that `uri` starts with. `s3a://` and `s3n://` are the
 /// same scheme as `s3://` (catalogs and engines write either). An empty prefix matches anything.
-pub fn longest_prefix(prefixes: &[&str], uri: &str) -> Option<usize> {
+pub(crate) fn longest_prefix(prefixes: &[&str], uri: &str) -> Option<usize> {
     let uri = normalise_scheme(uri);
     prefixes
         .iter()
@@ -376,7 +382,7 @@ fn normalise_scheme(uri: &str) -> String {
 /// tenth of their lifetime before they expire (so that short-lived ones are not renewed
 /// constantly), but no more than [`MAX_RENEWAL_MARGIN_MS`] (5 minutes) before. Credentials that
 /// were already expired on arrival are due at once.
-pub fn renew_at_ms(loaded_at_ms: i64, expires_at_ms: i64) -> i64 {
+pub(crate) fn renew_at_ms(loaded_at_ms: i64, expires_at_ms: i64) -> i64 {
     let lifetime = expires_at_ms.saturating_sub(loaded_at_ms).max(0);
     let margin = (lifetime / 10).min(MAX_RENEWAL_MARGIN_MS);
     expires_at_ms.saturating_sub(margin)
@@ -385,7 +391,7 @@ pub fn renew_at_ms(loaded_at_ms: i64, expires_at_ms: i64) -> i64 {
 /// What to do when S3 refused (401/403) a request made with the vended credentials of
 /// generation `failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusalAction {
+pub(crate) enum RefusalAction {
     /// The table has been reloaded since: retry with the credentials it holds now.
     Retry,
     /// Reload the table once for fresh credentials, then retry.
@@ -397,7 +403,11 @@ pub enum RefusalAction {
 /// The one rule for a refusal of vended credentials: `current` is the generation the client
 /// holds now, `reloaded_for_refusal` the generation a reload after an earlier refusal brought
 /// (cleared once a request with it succeeded).
-pub fn on_refusal(failed: u64, current: u64, reloaded_for_refusal: Option<u64>) -> RefusalAction {
+pub(crate) fn on_refusal(
+    failed: u64,
+    current: u64,
+    reloaded_for_refusal: Option<u64>,
+) -> RefusalAction {
     if current != failed {
         RefusalAction::Retry
     } else if reloaded_for_refusal == Some(failed) {

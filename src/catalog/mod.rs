@@ -4,20 +4,18 @@
 //! through our own HTTP client, because the registrar needs what `RestCatalog` 0.10.1 cannot give:
 //! a token that can change between requests, a 409 told apart from a lost response, auth failures
 //! told apart from outages, idempotency keys, and direct schema commits. A commit's failure
-//! comes back as a [`CommitError`] (classified by status, see `outcome`), and `commit_retry`
-//! says what a writer does next. `sigv4` signs each
+//! comes back as a [`CommitFailure`]: what happened on the wire; what it means for the writer is
+//! decided by the writer (`table::append::retry`). `sigv4` signs each
 //! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
 //! a catalog vends with a table, or its remote signing, which `signer` speaks.
 
-pub mod access;
-pub mod auth;
-pub mod commit_retry;
-pub mod outcome;
-pub mod rest;
-pub mod signer;
-pub mod sigv4;
-pub mod table_name;
-pub mod tls;
+pub(crate) mod access;
+pub(crate) mod auth;
+pub(crate) mod outcome;
+pub(crate) mod rest;
+pub(crate) mod signer;
+pub(crate) mod sigv4;
+pub(crate) mod table_name;
+pub(crate) mod tls;
 
-pub use outcome::{CallKind, StatusOutcome, classify_status};
-pub use rest::{CommitError, RestClient, Staged, TableName};
+pub use rest::{CommitFailure, CommitRequest, RestClient, Staged, TableName};

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 /// Which kind of catalog call answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
+pub(crate) enum CallKind {
     /// Anything that does not change table metadata, or whose repetition is harmless
     /// (config, load, namespace check and creation, register: a repeat answers 409).
     Other,
@@ -34,7 +34,7 @@ pub enum CallKind {
 
 /// What the caller must do with a status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusOutcome {
+pub(crate) enum StatusOutcome {
     Success,
     /// 401 / 419: the token was refused or expired; renew once and repeat.
     Reauthenticate,
@@ -58,7 +58,7 @@ pub enum StatusOutcome {
 
 /// Maps a status of a catalog call to what it means (see the module docs for the table).
 /// `retry_after` is the parsed `Retry-After` header, if any.
-pub fn classify_status(
+pub(crate) fn classify_status(
     status: u16,
     call: CallKind,
     retry_after: Option<Duration>,
@@ -79,7 +79,7 @@ pub fn classify_status(
 
 /// Parses a `Retry-After` value: delay-seconds or an HTTP date (RFC 9110 §10.2.3). A date in
 /// the past is "now" (zero); anything unparsable is ignored (the backoff applies).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -89,7 +89,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// The `cause` label of a transient status.
-pub fn status_cause(status: u16) -> &'static str {
+pub(crate) fn status_cause(status: u16) -> &'static str {
     match status {
         408 => "status_408",
         429 => "status_429",

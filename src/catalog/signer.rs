@@ -37,7 +37,7 @@ use crate::io::signer::{RequestSigner, SignRequest, Signed};
 
 /// How hard one signature is tried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SignerLimits {
+pub(crate) struct SignerLimits {
     /// Attempts in all for a transient failure (transport, timeout, 408, 429, 5xx).
     pub attempts: u32,
     /// The pause before the second attempt, doubled for each later one.
@@ -66,7 +66,7 @@ const CACHE_ENTRIES: usize = 64;
 /// What the signer is reached with: the catalog client's HTTP client, token source and
 /// `catalog_headers` (values marked sensitive).
 #[derive(Clone)]
-pub struct SignerHttp {
+pub(crate) struct SignerHttp {
     pub http: reqwest::Client,
     pub tokens: SharedTokenSource,
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -75,7 +75,7 @@ pub struct SignerHttp {
 }
 
 /// The signer of one table load.
-pub struct CatalogSigner {
+pub(crate) struct CatalogSigner {
     /// `{s3.signer.uri}/{s3.signer.endpoint}`, as the catalog named it (checked on use).
     endpoint: String,
     /// `scheme://host:port` of the endpoint, for errors and `Debug`.
@@ -129,11 +129,15 @@ enum Attempt {
 }
 
 impl CatalogSigner {
-    pub fn new(endpoint: String, via: SignerHttp) -> CatalogSigner {
+    pub(crate) fn new(endpoint: String, via: SignerHttp) -> CatalogSigner {
         Self::with_limits(endpoint, via, SignerLimits::default())
     }
 
-    pub fn with_limits(endpoint: String, via: SignerHttp, limits: SignerLimits) -> CatalogSigner {
+    pub(crate) fn with_limits(
+        endpoint: String,
+        via: SignerHttp,
+        limits: SignerLimits,
+    ) -> CatalogSigner {
         let origin = url::Url::parse(&endpoint)
             .map(|u| u.origin().ascii_serialization())
             .unwrap_or_else(|_| "(not a URL)".to_string());

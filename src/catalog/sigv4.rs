@@ -21,7 +21,7 @@ use crate::config::SigV4Credential;
 use crate::error::{Error, Result};
 
 /// One request as it will be sent: what a signature covers.
-pub struct SignInput<'a> {
+pub(crate) struct SignInput<'a> {
     pub method: &'a str,
     pub url: &'a Url,
     /// Every header already set, in any order (the signer sorts them). `Host` may be absent: it
@@ -34,7 +34,7 @@ pub struct SignInput<'a> {
 /// `x-amz-content-sha256` (the body's SHA-256, so a changed body fails the check) and, with a
 /// session token, `x-amz-security-token`. Every header of `request` is signed, but `User-Agent`
 /// (which proxies rewrite). `authorization` and `x-amz-security-token` are marked sensitive.
-pub fn signature_headers(
+pub(crate) fn signature_headers(
     request: &SignInput<'_>,
     time: SystemTime,
     credential: &SigV4Credential,
@@ -114,7 +114,7 @@ fn signing_error(e: aws_sigv4::http_request::SigningError) -> Error {
 /// Signs `request` in place: first its query string is spelled canonically (see
 /// [`canonical_query`]), then the headers of [`signature_headers`] are added. Call it last,
 /// after every header and the body are set.
-pub fn sign_request(
+pub(crate) fn sign_request(
     request: &mut reqwest::Request,
     credential: &SigV4Credential,
     time: SystemTime,

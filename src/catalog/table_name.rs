@@ -12,7 +12,7 @@ pub struct TableName {
 }
 
 impl TableName {
-    pub fn ident(&self) -> Result<TableIdent> {
+    pub(crate) fn ident(&self) -> Result<TableIdent> {
         let ns = NamespaceIdent::from_vec(self.namespace.clone()).map_err(|e| {
             Error::config_invalid(format!("namespace is not valid: {e}")).with_source(e)
         })?;

@@ -144,7 +144,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
 /// The TLS cause behind a failed request, if there was one, as a short human phrase
 /// ("invalid peer certificate: UnknownIssuer"). Used to turn handshake failures into fatal,
 /// explained errors instead of endless retries.
-pub fn tls_cause(err: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+pub(crate) fn tls_cause(err: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
     // By type only: a connection dropped mid-handshake (a restarting server) carries no rustls
     // error and must stay transient.
     find_rustls_error(err).map(TlsFailure::from_rustls)
@@ -173,7 +173,7 @@ fn find_rustls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&
 
 /// Why a TLS handshake with the catalog failed, split by who has to act.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TlsFailure {
+pub(crate) enum TlsFailure {
     /// We do not trust the server's certificate: a configuration problem on our side.
     ServerNotTrusted(String),
     /// The server refused our client certificate (or the lack of one).
@@ -205,7 +205,7 @@ impl TlsFailure {
 
 /// The whole `source()` chain of an error as one line, for messages (never holds secrets:
 /// reqwest errors carry URLs without credentials, and we put none in URLs).
-pub fn error_chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain_text(err: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![err.to_string()];
     let mut cur = err.source();
     while let Some(e) = cur {

@@ -9,7 +9,7 @@ use crate::io::status::{S3Refusal, S3StatusClass, s3_refusal, status_class};
 
 /// Our own error in `err`'s source chain, if any: a store without credentials, a credential
 /// source that failed, or a remote signer's refusal or outage, each typed by its code.
-pub fn access_failure<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Error> {
+pub(crate) fn access_failure<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Error> {
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(ours) = e.downcast_ref::<Error>() {
@@ -21,7 +21,7 @@ pub fn access_failure<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<
 }
 
 /// Classifies an object_store failure on `key` of `bucket` (the footer read), by type.
-pub fn classify_store_error(err: object_store::Error, bucket: &str, key: &str) -> Error {
+pub(crate) fn classify_store_error(err: object_store::Error, bucket: &str, key: &str) -> Error {
     if let Some(ours) = access_failure(&err) {
         return ours.clone().context(format!("reading object {key}"));
     }

@@ -22,7 +22,7 @@ use crate::io::store::{S3Settings, build_object_store};
 
 /// How many built clients are kept: a few tables, each with its own vended keys, and one
 /// rotation of those keys in flight.
-pub const CACHED_CLIENTS: usize = 16;
+pub(crate) const CACHED_CLIENTS: usize = 16;
 
 /// Built S3 clients by settings and bucket, least recently used first.
 #[derive(Default)]
@@ -48,7 +48,7 @@ impl S3Clients {
     /// The client of `bucket` for `settings`: the one built before for the same settings, or a
     /// new one ([`build_object_store`]). Settings that replace object_store's retries (tests)
     /// are not cached: their retry configuration cannot be compared.
-    pub fn get(&self, settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+    pub(crate) fn get(&self, settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
         if settings.retry.is_some() {
             return build_object_store(settings, bucket);
         }
@@ -82,14 +82,15 @@ impl S3Clients {
     }
 
     /// How many clients are cached.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.clients
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -54,7 +54,7 @@ pub struct S3Access {
 }
 
 /// Why a store without keys cannot reach `bucket`: which keys are missing and the alternatives.
-pub fn missing_credentials(bucket: &str) -> String {
+pub(crate) fn missing_credentials(bucket: &str) -> String {
     format!(
         "no S3 credentials for bucket {bucket}: store.access_key_id and store.secret_access_key \
          are not set, and the catalog gave neither credentials nor remote signing for this \

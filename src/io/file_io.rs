@@ -35,14 +35,14 @@ use crate::io::store::{S3Settings, S3Store};
 use crate::secret::Secret;
 
 /// FileIO property keys (iceberg's names).
-pub const ENDPOINT: &str = "s3.endpoint";
-pub const REGION: &str = "s3.region";
+pub(crate) const ENDPOINT: &str = "s3.endpoint";
+pub(crate) const REGION: &str = "s3.region";
 /// Takes precedence over `s3.region` (as in iceberg's own S3 config).
-pub const CLIENT_REGION: &str = "client.region";
-pub const PATH_STYLE_ACCESS: &str = "s3.path-style-access";
-pub const ACCESS_KEY_ID: &str = "s3.access-key-id";
-pub const SECRET_ACCESS_KEY: &str = "s3.secret-access-key";
-pub const SESSION_TOKEN: &str = "s3.session-token";
+pub(crate) const CLIENT_REGION: &str = "client.region";
+pub(crate) const PATH_STYLE_ACCESS: &str = "s3.path-style-access";
+pub(crate) const ACCESS_KEY_ID: &str = "s3.access-key-id";
+pub(crate) const SECRET_ACCESS_KEY: &str = "s3.secret-access-key";
+pub(crate) const SESSION_TOKEN: &str = "s3.session-token";
 /// Ours, not iceberg's: `store.allow_http`. Never taken from the catalog's config (an `http://`
 /// endpoint is allowed only where the operator allowed it).
 const ALLOW_HTTP: &str = "thadam.s3.allow-http";
@@ -59,7 +59,7 @@ const DELETE_CONCURRENCY: usize = 8;
 /// Whether our FileIO properties carry credentials of their own: `store` keys, or
 /// `store.credentials: instance_metadata`. A catalog's remote signer is then not used (see
 /// `catalog::access`).
-pub fn has_own_credentials(props: &HashMap<String, String>) -> bool {
+pub(crate) fn has_own_credentials(props: &HashMap<String, String>) -> bool {
     props.contains_key(ACCESS_KEY_ID) || props.contains_key(INSTANCE_METADATA)
 }
 
@@ -194,7 +194,7 @@ const NOT_SERIALISABLE: &str = "the registrar's S3 FileIO holds credentials and 
 /// Builds [`ObjectStoreStorage`] from a FileIO's properties, with the credentials (keys or a
 /// signer) and `allow_http` it carries itself (not as properties).
 #[derive(Debug)]
-pub struct ObjectStoreStorageFactory {
+pub(crate) struct ObjectStoreStorageFactory {
     credentials: S3Credentials,
     allow_http: bool,
     clients: Arc<S3Clients>,
@@ -227,7 +227,7 @@ impl StorageFactory for ObjectStoreStorageFactory {
 /// iceberg's `Storage` over object_store: `s3://bucket/key` (or `s3a://`, `s3n://`, as Java
 /// accepts) paths, one shared client per bucket. Cheap to clone (input and output files hold one).
 #[derive(Clone)]
-pub struct ObjectStoreStorage {
+pub(crate) struct ObjectStoreStorage {
     inner: Arc<Inner>,
 }
 

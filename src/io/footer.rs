@@ -146,7 +146,7 @@ pub async fn read_footer(
 /// (in a 30,000-segment backlog, `benches/backlog.sh`, those hand-offs were 18% of the
 /// registrar's CPU: 8.8 -> 7.2 s, 2,390 -> 2,717 seg/s); a footer large enough to hold up the
 /// runtime goes to the blocking pool.
-pub const INLINE_DECODE_BYTES: usize = 256 * 1024;
+pub(crate) const INLINE_DECODE_BYTES: usize = 256 * 1024;
 
 /// Whether a footer of `len` bytes is decoded inline (see [`INLINE_DECODE_BYTES`]).
 fn decodes_inline(len: usize) -> bool {
@@ -161,7 +161,10 @@ fn decodes_inline(len: usize) -> bool {
 /// nothing shared (it reads `footer` and builds fresh values), so a panic half way leaves no
 /// state behind that anyone could observe. A panic is `FooterInvalid` naming `key`.
 #[doc(hidden)]
-pub fn decode_footer(key: &str, footer: &[u8]) -> Result<(ParquetMetaData, arrow_schema::Schema)> {
+pub(crate) fn decode_footer(
+    key: &str,
+    footer: &[u8],
+) -> Result<(ParquetMetaData, arrow_schema::Schema)> {
     let decoded = catch_quietly(|| {
         let metadata = ParquetMetaDataReader::decode_metadata(footer)
             .map_err(|e| invalid(key, format!("its footer cannot be decoded: {e}")))?;

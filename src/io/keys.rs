@@ -8,7 +8,7 @@ use object_store::path::Path as ObjectPath;
 use crate::error::{Error, ErrorCode, Result};
 
 /// The longest key S3 accepts, in bytes of UTF-8.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 /// Why `key` cannot name a segment safely, or `None` when it can. Every key S3 allows passes,
 /// except those whose bytes would not survive the trip to the object or to a reader of the
@@ -21,7 +21,7 @@ pub const MAX_KEY_BYTES: usize = 1024;
 /// - `#` or `?`: the data file path is a URI, and readers (pyiceberg's `urlparse`, Java's
 ///   `S3URI`) cut it at a fragment or query, none percent-decodes: no registered path reaches
 ///   the object.
-pub fn key_problem(key: &str) -> Option<String> {
+pub(crate) fn key_problem(key: &str) -> Option<String> {
     if key.is_empty() {
         return Some("the key is empty (it would name the bucket itself)".to_string());
     }
@@ -94,7 +94,7 @@ pub fn object_path(key: &str) -> Result<ObjectPath> {
 /// The data file path registered for a recorded object key: `s3://{bucket}/{key}`, the key's
 /// bytes unchanged (Iceberg readers take the path after the bucket as the key, without
 /// decoding).
-pub fn object_uri(bucket: &str, key: &str) -> Result<String> {
+pub(crate) fn object_uri(bucket: &str, key: &str) -> Result<String> {
     if let Some(why) = key_problem(key) {
         return Err(key_refused(key, &why));
     }

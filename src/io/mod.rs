@@ -4,13 +4,13 @@
 //! Parquet footer through it ([`footer`]). The FileIOs of the catalog client share their built
 //! clients ([`clients`]). A client can have every request signed remotely ([`signer`]).
 
-pub mod classify;
-pub mod clients;
+pub(crate) mod classify;
+pub(crate) mod clients;
 mod connector;
-pub mod credentials;
-pub mod file_io;
-pub mod footer;
-pub mod keys;
-pub mod signer;
-pub mod status;
-pub mod store;
+pub(crate) mod credentials;
+pub(crate) mod file_io;
+pub(crate) mod footer;
+pub(crate) mod keys;
+pub(crate) mod signer;
+pub(crate) mod status;
+pub(crate) mod store;

@@ -30,8 +30,8 @@ use object_store::client::HttpRequest;
 use crate::error::{Error, ErrorCode, Result};
 
 /// The payload hash header S3 requires, and the value that says the payload is not signed.
-pub const CONTENT_SHA256: &str = "x-amz-content-sha256";
-pub const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
+pub(crate) const CONTENT_SHA256: &str = "x-amz-content-sha256";
+pub(crate) const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
 
 /// Headers a request never asks the signer about and never takes from its answer: hop-by-hop
 /// headers (the HTTP stack may add, drop or rewrite them), and `cache-control`, which in an
@@ -143,7 +143,7 @@ fn is_delete_objects(request: &HttpRequest) -> bool {
 /// What the signer is asked for `request` (to be sent in `region`). Adds
 /// `x-amz-content-sha256: UNSIGNED-PAYLOAD` to the request when it has none and drops any
 /// signature header it carries, so that what is asked is what is sent.
-pub fn sign_request_for(request: &mut HttpRequest, region: &str) -> Result<SignRequest> {
+pub(crate) fn sign_request_for(request: &mut HttpRequest, region: &str) -> Result<SignRequest> {
     let headers = request.headers_mut();
     for name in SIGNATURE_HEADERS {
         headers.remove(name);
@@ -187,7 +187,7 @@ pub fn sign_request_for(request: &mut HttpRequest, region: &str) -> Result<SignR
 
 /// Puts the signer's answer on `request`: its URI (which must keep the request's scheme, host
 /// and port) and its headers, each replacing the request's of the same name, marked sensitive.
-pub fn apply_signed(request: &mut HttpRequest, signed: &Signed) -> Result<()> {
+pub(crate) fn apply_signed(request: &mut HttpRequest, signed: &Signed) -> Result<()> {
     let rejected =
         |why: String| Error::new(ErrorCode::CatalogRejected, format!("the S3 signer {why}"));
     let asked = url::Url::parse(&request.uri().to_string())
@@ -236,7 +236,7 @@ pub fn apply_signed(request: &mut HttpRequest, signed: &Signed) -> Result<()> {
 
 /// Signs `request` (sent in `region`) with `signer`: asks ([`sign_request_for`]) and applies the
 /// answer ([`apply_signed`]).
-pub async fn sign_http_request(
+pub(crate) async fn sign_http_request(
     signer: &dyn RequestSigner,
     region: &str,
     request: &mut HttpRequest,

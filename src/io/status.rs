@@ -4,7 +4,7 @@
 
 /// What the registrar does about an S3 answer with this HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum S3StatusClass {
+pub(crate) enum S3StatusClass {
     /// 404: the object is not there (`sink.iceberg_object_missing`).
     Missing,
     /// 401/403: the store refuses our credentials (`auth.failed`).
@@ -18,7 +18,7 @@ pub enum S3StatusClass {
 }
 
 /// The one mapping from an S3 status to its class.
-pub fn status_class(status: u16) -> S3StatusClass {
+pub(crate) fn status_class(status: u16) -> S3StatusClass {
     match status {
         404 => S3StatusClass::Missing,
         401 | 403 => S3StatusClass::Auth,
@@ -33,7 +33,7 @@ pub fn status_class(status: u16) -> S3StatusClass {
 /// An S3 answer object_store has no variant for (a 4xx other than 401/403/404/409/412, or a
 /// redirect), kept typed in the error chain: its status and S3's own error code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Refusal {
+pub(crate) struct S3Refusal {
     pub status: u16,
     /// The `<Code>` of S3's XML error body (e.g. `KeyTooLongError`), when there is one.
     pub s3_code: Option<String>,
@@ -52,7 +52,7 @@ impl std::fmt::Display for S3Refusal {
 impl std::error::Error for S3Refusal {}
 
 /// The [`S3Refusal`] in `err`'s source chain, if any.
-pub fn s3_refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a S3Refusal> {
+pub(crate) fn s3_refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a S3Refusal> {
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(refusal) = e.downcast_ref::<S3Refusal>() {

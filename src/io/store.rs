@@ -52,7 +52,7 @@ impl From<&S3Store> for S3Store {
 /// How one bucket is reached and signed for, resolved: what [`build_object_store`] turns into a
 /// client. Footer reads and iceberg's FileIO both go through it.
 #[derive(Clone, Debug)]
-pub struct S3Settings {
+pub(crate) struct S3Settings {
     pub region: String,
     /// A custom endpoint (MinIO, a local server); `None`: AWS.
     pub endpoint: Option<String>,
@@ -71,7 +71,7 @@ impl S3Settings {
     /// access to, its keys or signer, with the catalog's endpoint, region and path-style where
     /// `store` sets none. A custom `store` endpoint is addressed path-style, which is what such
     /// servers expect.
-    pub fn for_footers(store: &S3Store, vended: Option<&S3Access>) -> S3Settings {
+    pub(crate) fn for_footers(store: &S3Store, vended: Option<&S3Access>) -> S3Settings {
         let region = match vended.and_then(|v| v.region.as_deref()) {
             Some(catalog_region) if !store.region_explicit => catalog_region.to_string(),
             _ => store.region.clone(),
@@ -118,7 +118,7 @@ pub fn object_store_with(
 
 /// The bucket as an `ObjectStore` that signs with credentials the catalog vended for a table
 /// (footer reads of that table's objects), see [`S3Settings::for_footers`].
-pub fn vended_object_store(
+pub(crate) fn vended_object_store(
     store: impl Into<S3Store>,
     bucket: &str,
     vended: &S3Access,
@@ -140,7 +140,10 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// here, so they share the TLS stack (object_store's reqwest with ring), the connection bounds,
 /// the typed refusals ([`S3Refusal`]) and how keys are carried (a provider whose `Debug` hides
 /// them; object_store's static one prints the key id).
-pub fn build_object_store(settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+pub(crate) fn build_object_store(
+    settings: &S3Settings,
+    bucket: &str,
+) -> Result<Arc<dyn ObjectStore>> {
     let options = ClientOptions::new()
         .with_allow_http(settings.allow_http)
         .with_connect_timeout(CONNECT_TIMEOUT)

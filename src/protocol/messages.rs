@@ -6,8 +6,8 @@
 //!                                      FooterPoolMsg::Read │  CommitterMsg::FooterRead
 //!                                                       ▼  │
 //!                                         footer pool ──▶ footer readers (N in parallel)
-//! committer ──Reconcile (call)──▶ its schema merger ──▶ catalog (create table / schema commit)
-//! committer ──▶ catalog (append commit)
+//! committer ──Reconcile (call)──▶ its schema merger ──▶ catalog (create table)
+//! committer ──▶ catalog (schema commits and appends)
 //! any actor ──Fatal──▶ supervisor ──▶ stops everything, reports the code
 //! ```
 
@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
+use iceberg::{TableRequirement, TableUpdate};
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::error::{Error, Result};
@@ -107,9 +108,10 @@ pub enum FooterReaderMsg {
 /// To a table's schema merger (one per table, a child of the table's committer).
 pub enum SchemaMergerMsg {
     /// Make the table ready for a file with this footer: create it (when `current` is `None`),
-    /// or evolve its schema, as needed. `current` is the metadata of the table the committer
-    /// holds, lent read-only: the committer stays the only owner of its table, and adopts what
-    /// the reply carries.
+    /// and say which schema change it needs, if any. `current` is the metadata of the table the
+    /// committer holds, lent read-only: the committer stays the only owner of its table, adopts
+    /// the table the reply carries, and sends the schema commit itself (with its appends, so
+    /// that every commit of a table is sent, classified and retried in one place).
     Reconcile {
         current: Option<TableMetadataRef>,
         footer: Arc<SegmentFooter>,
@@ -117,13 +119,18 @@ pub enum SchemaMergerMsg {
     },
 }
 
-/// What a schema merger did to make the table ready for a file: its answer to
-/// [`SchemaMergerMsg::Reconcile`].
-pub enum SchemaReconciled {
-    /// The table the committer holds already fits the file.
-    Unchanged,
-    /// The table as it is now, for the committer to adopt: created (by us, or found created by
-    /// another writer), evolved, or reloaded on the way (a conflict, an unknown outcome); it may
-    /// hold other writers' snapshots.
-    Changed(Box<Table>),
+/// A schema merger's answer to [`SchemaMergerMsg::Reconcile`].
+pub struct SchemaReconciled {
+    /// The table as the merger found or made it (created by us, or found created by another
+    /// writer), for the committer to adopt; `None`: the committer's version stands.
+    pub table: Option<Box<Table>>,
+    /// The schema commit that makes the table fit the file; `None` when it fits already.
+    pub change: Option<SchemaChange>,
+}
+
+/// A schema commit: `add-schema` and `set-current-schema` behind the requirements that the
+/// table is still the one the change was derived from.
+pub struct SchemaChange {
+    pub requirements: Vec<TableRequirement>,
+    pub updates: Vec<TableUpdate>,
 }

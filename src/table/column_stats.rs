@@ -26,13 +26,13 @@ use parquet::schema::types::ColumnDescriptor;
 use crate::runtime::warn_once;
 
 /// The table property holding the default metrics mode.
-pub const DEFAULT_MODE_PROPERTY: &str = "write.metadata.metrics.default";
+pub(crate) const DEFAULT_MODE_PROPERTY: &str = "write.metadata.metrics.default";
 /// The prefix of per-column metrics mode properties (`...column.<full column name>`).
-pub const COLUMN_MODE_PREFIX: &str = "write.metadata.metrics.column.";
+pub(crate) const COLUMN_MODE_PREFIX: &str = "write.metadata.metrics.column.";
 
 /// What metrics a column gets (the Iceberg spec's metrics modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsMode {
+pub(crate) enum MetricsMode {
     /// Nothing at all.
     None,
     /// Column size, value and null counts; no bounds.
@@ -45,11 +45,11 @@ pub enum MetricsMode {
 
 impl MetricsMode {
     /// Iceberg's default: `truncate(16)`.
-    pub const DEFAULT: MetricsMode = MetricsMode::Truncate(16);
+    pub(crate) const DEFAULT: MetricsMode = MetricsMode::Truncate(16);
 
     /// Parses a mode as Iceberg spells it (case-insensitive): `none`, `counts`, `full`,
     /// `truncate(N)` with N > 0.
-    pub fn parse(text: &str) -> Option<MetricsMode> {
+    pub(crate) fn parse(text: &str) -> Option<MetricsMode> {
         let text = text.trim().to_ascii_lowercase();
         match text.as_str() {
             "none" => Some(MetricsMode::None),
@@ -78,7 +78,7 @@ impl MetricsMode {
 
 /// The metrics mode of every column of a table, from its properties.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MetricsConfig {
+pub(crate) struct MetricsConfig {
     default: MetricsMode,
     columns: HashMap<i32, MetricsMode>,
 }
@@ -96,7 +96,7 @@ impl MetricsConfig {
     /// Reads `write.metadata.metrics.default` and `write.metadata.metrics.column.<name>` (names
     /// resolved to field IDs in `schema`, nested names dotted). Like Iceberg's writers, an invalid
     /// value or an unknown column is ignored with a warning rather than failing the append.
-    pub fn from_properties(properties: &HashMap<String, String>, schema: &Schema) -> Self {
+    pub(crate) fn from_properties(properties: &HashMap<String, String>, schema: &Schema) -> Self {
         let mut config = MetricsConfig::default();
         if let Some(raw) = properties.get(DEFAULT_MODE_PROPERTY) {
             match MetricsMode::parse(raw) {
@@ -132,7 +132,7 @@ impl MetricsConfig {
 
     /// Every column `full`: exact, untruncated bounds (what a partition value is decided from,
     /// whatever the table's metrics modes are).
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         MetricsConfig {
             default: MetricsMode::Full,
             columns: HashMap::new(),
@@ -140,14 +140,14 @@ impl MetricsConfig {
     }
 
     /// The mode of the column with this field ID.
-    pub fn mode(&self, field_id: i32) -> MetricsMode {
+    pub(crate) fn mode(&self, field_id: i32) -> MetricsMode {
         self.columns.get(&field_id).copied().unwrap_or(self.default)
     }
 }
 
 /// The metrics of one data file, keyed by field ID, ready for `DataFileBuilder`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FileMetrics {
+pub(crate) struct FileMetrics {
     pub column_sizes: HashMap<i32, u64>,
     pub value_counts: HashMap<i32, u64>,
     pub null_value_counts: HashMap<i32, u64>,
@@ -162,7 +162,7 @@ pub struct FileMetrics {
 /// Computes the metrics of a Parquet file from its footer, for a table whose current schema is
 /// `schema`. `file_size` bounds the split offsets. Never fails: what cannot be derived exactly is
 /// left out.
-pub fn file_metrics(
+pub(crate) fn file_metrics(
     metadata: &ParquetMetaData,
     schema: &Schema,
     config: &MetricsConfig,
@@ -618,7 +618,7 @@ fn truncate_upper(bound: Datum, mode: MetricsMode) -> Option<Datum> {
 }
 
 /// The first `n` Unicode code points of `s`.
-pub fn truncate_str_min(s: &str, n: usize) -> &str {
+pub(crate) fn truncate_str_min(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((at, _)) => &s[..at],
         None => s,
@@ -629,7 +629,7 @@ pub fn truncate_str_min(s: &str, n: usize) -> &str {
 /// first `n` code points with the last one that can be incremented incremented (and what follows
 /// it dropped); `None` when every kept code point is U+10FFFF. Strings compare by code point,
 /// which is UTF-8 byte order.
-pub fn truncate_str_max(s: &str, n: usize) -> Option<String> {
+pub(crate) fn truncate_str_max(s: &str, n: usize) -> Option<String> {
     let prefix = truncate_str_min(s, n);
     if prefix.len() == s.len() {
         return Some(s.to_string());
@@ -658,7 +658,7 @@ fn next_char(c: char) -> Option<char> {
 
 /// Like [`truncate_str_max`] for bytes (unsigned lexicographic order): cut to `n` bytes and
 /// increment the last byte below 0xFF, dropping what follows it.
-pub fn truncate_bytes_max(b: &[u8], n: usize) -> Option<Vec<u8>> {
+pub(crate) fn truncate_bytes_max(b: &[u8], n: usize) -> Option<Vec<u8>> {
     if b.len() <= n {
         return Some(b.to_vec());
     }

@@ -28,30 +28,31 @@ use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use serde_json::json;
 
-use crate::catalog::{CommitError, RestClient, Staged, TableName};
+use crate::catalog::{RestClient, Staged, TableName};
 use crate::config::{PartitionTerm, TableLocation};
 use crate::error::{Error, ErrorCode, Result};
+use crate::table::append::retry::{Failure, classify};
 use crate::table::partition::initial_spec;
 
 /// The format version of tables the registrar creates.
-pub const FORMAT_VERSION: u8 = 2;
+pub(crate) const FORMAT_VERSION: u8 = 2;
 
 /// Iceberg's table property: delete the oldest metadata file once more than
 /// [`METADATA_PREVIOUS_VERSIONS_MAX`] previous ones are tracked (the catalog does it, on commit).
-pub const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+pub(crate) const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 /// Iceberg's table property: how many previous metadata files are tracked (and, with
 /// [`METADATA_DELETE_AFTER_COMMIT`], kept).
-pub const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+pub(crate) const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
 /// The registrar's [`METADATA_PREVIOUS_VERSIONS_MAX`]. Every commit rewrites the whole metadata
 /// file and the registrar commits often (seconds apart), so Java's default of 100 keeps 100
 /// copies of an ever larger file while covering only minutes of history; 10 still leaves an
 /// operator the last few versions to inspect or roll back to (register an older file).
-pub const PREVIOUS_VERSIONS_KEPT: u32 = 10;
+pub(crate) const PREVIOUS_VERSIONS_KEPT: u32 = 10;
 
 /// The properties of a table the registrar creates: its defaults (old metadata files deleted
 /// after commit, [`PREVIOUS_VERSIONS_KEPT`] kept), then the user's `table_properties` over them
 /// (the user wins), then the registrar's own `thadam.*` properties (`own`).
-pub fn creation_properties(
+pub(crate) fn creation_properties(
     user: &[(String, String)],
     own: HashMap<String, String>,
 ) -> HashMap<String, String> {
@@ -69,7 +70,7 @@ pub fn creation_properties(
 
 /// The first metadata document of a new, unsorted v2 table, partitioned by `partition_by`
 /// (unpartitioned when empty; partition field IDs from 1000, as the Iceberg spec assigns them).
-pub fn initial_metadata(
+pub(crate) fn initial_metadata(
     schema: &Schema,
     location: &str,
     properties: HashMap<String, String>,
@@ -118,7 +119,7 @@ pub fn initial_metadata(
 /// parsers require the field (Project Nessie's `register` answers 500 "Cannot build
 /// IcebergTableMetadata, some of required attributes are not set [currentSnapshotId]"). The
 /// lists and maps Java always writes are written too, empty.
-pub fn metadata_file_bytes(metadata: &TableMetadata) -> Result<Vec<u8>> {
+pub(crate) fn metadata_file_bytes(metadata: &TableMetadata) -> Result<Vec<u8>> {
     let mut document = serde_json::to_value(metadata)
         .map_err(|e| Error::internal(format!("cannot encode table metadata: {e}")))?;
     if let Some(fields) = document.as_object_mut() {
@@ -144,7 +145,7 @@ pub fn metadata_file_bytes(metadata: &TableMetadata) -> Result<Vec<u8>> {
 /// `None` when its current schema carries the files' field IDs (names, types and nesting) and
 /// its default spec partitions by the same source IDs and transforms. Otherwise a sentence
 /// naming each column whose ID moved, for the error.
-pub fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<String> {
+pub(crate) fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<String> {
     let (want, got) = (authored.current_schema(), created.current_schema());
     let mut differences = Vec::new();
     if want.as_struct() != got.as_struct() {
@@ -183,7 +184,7 @@ pub fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<
 /// schema and spec back after the catalog renumbered them: the authored schema and spec added
 /// under fresh IDs and made current. Catalogs that renumber only a new table's first schema
 /// keep these as given.
-pub fn restoring_updates(
+pub(crate) fn restoring_updates(
     authored: &TableMetadata,
     created: &TableMetadata,
 ) -> Result<Vec<TableUpdate>> {
@@ -226,7 +227,7 @@ pub fn restoring_updates(
 /// replaces the one the metadata was authored with), in the order Java's `TableMetadata` lists
 /// the changes of a new table: a spec binds to the current schema, so the schema comes first.
 /// `-1` means "the one added by this commit".
-pub fn creation_updates(metadata: &TableMetadata, location: &str) -> Vec<TableUpdate> {
+pub(crate) fn creation_updates(metadata: &TableMetadata, location: &str) -> Vec<TableUpdate> {
     vec![
         TableUpdate::AssignUuid {
             uuid: metadata.uuid(),
@@ -262,7 +263,7 @@ pub fn creation_updates(metadata: &TableMetadata, location: &str) -> Vec<TableUp
 /// Creates `table` with `schema`'s own field IDs, where `placement` says. `shipper_location` is
 /// the spec's `{url}/thadam/v1/{pipeline}/{dataset}`. A table another writer created meanwhile is
 /// returned as it is (the caller merges into it like into any existing table).
-pub async fn create_table(
+pub(crate) async fn create_table(
     client: &RestClient,
     table: &TableName,
     schema: &Schema,
@@ -350,15 +351,16 @@ async fn keep_the_files_ids(
     ];
     let updates = restoring_updates(authored, current)?;
     let restored = match client
-        .commit(table, requirements, updates, None, None)
+        .commit(table, requirements, updates, None)
         .await
+        .map_err(classify)
     {
         Ok(restored) => restored,
-        Err(CommitError::Fatal(e)) => {
+        Err(Failure::Fatal(e)) => {
             return Err(refused(format!("{how}; the catalog refused the fix: {e}")));
         }
         // A conflict or a lost answer: the table as it is now decides.
-        Err(CommitError::Conflict(_) | CommitError::Unknown(_) | CommitError::NotApplied(_)) => {
+        Err(Failure::Conflict(_) | Failure::Unknown(_) | Failure::NotApplied(_)) => {
             client.load_table(table).await?.ok_or_else(|| {
                 Error::unavailable(format!(
                     "table {table} disappeared right after it was created; retrying"
@@ -435,26 +437,25 @@ async fn create_where_catalog_says(
     };
     let updates = creation_updates(&metadata, &location);
     match client
-        .commit(table, vec![TableRequirement::NotExist], updates, None, None)
+        .commit(table, vec![TableRequirement::NotExist], updates, None)
         .await
+        .map_err(classify)
     {
         Ok(created) => Ok(created),
         // Another writer created it first; or our own create was applied and its answer lost.
         // Either way the table exists now: take it as it is.
-        Err(CommitError::Conflict(_)) | Err(CommitError::Unknown(_))
+        Err(Failure::Conflict(_)) | Err(Failure::Unknown(_))
             if let Some(existing) = client.load_table(table).await? =>
         {
             Ok(existing)
         }
-        Err(CommitError::Unknown(e)) | Err(CommitError::NotApplied(e)) => Err(e),
-        Err(CommitError::Conflict(message)) => Err(Error::unavailable(format!(
+        Err(Failure::Unknown(e)) | Err(Failure::NotApplied(e)) => Err(e),
+        Err(Failure::Conflict(message)) => Err(Error::unavailable(format!(
             "creating table {table}: the catalog reported a conflict ({message}) but has no \
              such table; retrying"
         ))
         .with_retry_hint("conflict", None)),
-        Err(CommitError::Fatal(e)) => {
-            Err(e.context(format!("creating table {table} at {location}")))
-        }
+        Err(Failure::Fatal(e)) => Err(e.context(format!("creating table {table} at {location}"))),
     }
 }
 

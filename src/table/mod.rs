@@ -2,13 +2,15 @@
 //! own field IDs, building the metadata-only append of a batch of segments, and the column
 //! metrics and partition values of its data files, and which old snapshots a commit expires.
 
-pub mod append;
-pub mod column_stats;
-pub mod committed;
-pub mod create;
-pub mod partition;
-pub mod quarantine;
-pub mod retention;
-pub mod schema;
+pub(crate) mod append;
+pub(crate) mod column_stats;
+pub(crate) mod committed;
+pub(crate) mod create;
+pub(crate) mod env;
+pub(crate) mod held;
+pub(crate) mod partition;
+pub(crate) mod quarantine;
+pub(crate) mod retention;
+pub(crate) mod schema;
 
 pub use committed::CommittedSet;

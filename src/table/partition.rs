@@ -26,7 +26,10 @@ use crate::table::column_stats::FileMetrics;
 /// The spec (id 0, field IDs from 1000 as the Iceberg spec assigns them) a new table gets from
 /// `terms`, resolved against its first schema. An unknown column, or a transform that cannot
 /// apply to the column's type, is `config.invalid` naming the column.
-pub fn initial_spec(terms: &[PartitionTerm], schema: &Schema) -> Result<PartitionSpec, Error> {
+pub(crate) fn initial_spec(
+    terms: &[PartitionTerm],
+    schema: &Schema,
+) -> Result<PartitionSpec, Error> {
     let schema: SchemaRef = std::sync::Arc::new(schema.clone());
     let mut builder = PartitionSpec::builder(schema.clone()).with_spec_id(0);
     for term in terms {
@@ -63,7 +66,7 @@ pub fn initial_spec(terms: &[PartitionTerm], schema: &Schema) -> Result<Partitio
 
 /// Whether a table's spec is what `terms` asks for (same source fields and transforms, in
 /// order). Used to warn when `partition_by` is ignored because the table already exists.
-pub fn spec_matches(terms: &[PartitionTerm], spec: &PartitionSpec, schema: &Schema) -> bool {
+pub(crate) fn spec_matches(terms: &[PartitionTerm], spec: &PartitionSpec, schema: &Schema) -> bool {
     spec.fields().len() == terms.len()
         && spec.fields().iter().zip(terms).all(|(field, term)| {
             schema.field_id_by_name(&term.column) == Some(field.source_id)
@@ -72,7 +75,7 @@ pub fn spec_matches(terms: &[PartitionTerm], spec: &PartitionSpec, schema: &Sche
 }
 
 /// Describes a spec as `partition_by` would spell it, e.g. `[hour(ts), device]`.
-pub fn describe_spec(spec: &PartitionSpec, schema: &Schema) -> String {
+pub(crate) fn describe_spec(spec: &PartitionSpec, schema: &Schema) -> String {
     let terms: Vec<String> = spec
         .fields()
         .iter()
@@ -92,7 +95,7 @@ pub fn describe_spec(spec: &PartitionSpec, schema: &Schema) -> String {
 
 /// Why a file cannot be given one partition value.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PartitionMismatch {
+pub(crate) struct PartitionMismatch {
     /// The partition field, as `partition_by` spells it (`hour(ts)`).
     pub field: String,
     /// The source column's name.
@@ -103,7 +106,7 @@ pub struct PartitionMismatch {
 /// Why a file's rows do not have one partition value under a field (or why it cannot be told):
 /// the `reason` of a [`PartitionMismatch`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum NotOnePartition {
+pub(crate) enum NotOnePartition {
     /// Transformed min and max differ: the rows span several partitions.
     Spans(Box<Span>),
     /// A bucket (non-monotonic) transform over a file whose min and max differ.
@@ -118,7 +121,7 @@ pub enum NotOnePartition {
 
 /// The values of a file whose rows span several partitions.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     pub min: Datum,
     pub max: Datum,
     pub min_partition: Datum,
@@ -157,7 +160,7 @@ impl fmt::Display for NotOnePartition {
 
 impl PartitionMismatch {
     /// The fatal error for segment `key` of `table` under `spec` (described).
-    pub fn into_error(self, table: &str, key: &str, spec: &str) -> Error {
+    pub(crate) fn into_error(self, table: &str, key: &str, spec: &str) -> Error {
         Error::new(
             ErrorCode::PartitionMismatch,
             format!(
@@ -173,7 +176,7 @@ impl PartitionMismatch {
 
 /// The partition value of a file under `spec`, from its exact, untruncated column statistics
 /// (`stats`, computed under `metrics::MetricsConfig::full()` against the table's `schema`).
-pub fn file_partition(
+pub(crate) fn file_partition(
     spec: &PartitionSpec,
     schema: &Schema,
     stats: &FileMetrics,
@@ -296,7 +299,7 @@ fn apply(transform: Transform, value: &Datum) -> Result<Datum, NotOnePartition> 
 /// A value for a message. `Datum`'s own `Display` panics on dates and timestamps outside
 /// chrono's range, on pre-1970 timestamps with a fraction of a second, and on decimals wider
 /// than 96 bits, all of which a footer can hold; those are written here without it.
-pub fn show(value: &Datum) -> String {
+pub(crate) fn show(value: &Datum) -> String {
     use chrono::{DateTime, SecondsFormat, TimeDelta};
     let tz = |t: DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::AutoSi, true);
     let text = match (value.data_type(), value.literal()) {

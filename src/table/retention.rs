@@ -37,11 +37,11 @@ use crate::table::committed::{
 };
 
 /// The most snapshot ids one commit removes (about 20 bytes each in the commit body).
-pub const MAX_EXPIRED_PER_COMMIT: usize = 1000;
+pub(crate) const MAX_EXPIRED_PER_COMMIT: usize = 1000;
 
 /// What [`select`] decided.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// The snapshots to remove, oldest first.
     pub expire: Vec<i64>,
     /// Snapshots of this registrar old enough to go but kept: no watermark covers them.
@@ -49,12 +49,13 @@ pub struct Selection {
 }
 
 /// The snapshots of `metadata` to remove under `policy` at `now_ms` (see the module docs).
-pub fn expirable(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Vec<i64> {
+#[cfg(test)]
+fn expirable(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Vec<i64> {
     select(metadata, policy, now_ms).expire
 }
 
-/// [`expirable`], with what it kept back for want of a watermark.
-pub fn select(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Selection {
+/// The snapshots to remove (as `expirable` lists them), with what it kept back for want of a watermark.
+pub(crate) fn select(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Selection {
     let mut selection = Selection::default();
     let properties = metadata.properties();
     if properties
@@ -125,14 +126,14 @@ pub fn select(metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Selecti
 /// The snapshot ids to expire in the next commit of `table` and the segment ids their summaries
 /// list (for `CommittedSet::forget` once the commit landed).
 #[derive(Debug, Default, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub snapshot_ids: Vec<i64>,
     pub segment_ids: Vec<SegmentId>,
 }
 
 /// [`select`] for the committer: says once per table when snapshots stay for want of a
 /// watermark, and collects the segment ids of what goes.
-pub fn plan(table: &str, metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Plan {
+pub(crate) fn plan(table: &str, metadata: &TableMetadata, policy: &Policy, now_ms: i64) -> Plan {
     let selection = select(metadata, policy, now_ms);
     if selection.unguarded > 0 && first_time(table) {
         tracing::warn!(

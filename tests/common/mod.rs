@@ -22,10 +22,10 @@ use arrow_array::RecordBatch;
 use futures::TryStreamExt;
 use iceberg::table::Table;
 use object_store::ObjectStore;
-use thadam_iceberg::catalog::{RestClient, TableName};
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::runtime::status::RegistrarStatus;
+use thadam_iceberg::testing::{RestClient, TableName};
 use thadam_iceberg::{Registrar, RegistrarHandle};
 
 /// Where the servers are. Fails loudly (never skips) when they are not running.
@@ -285,7 +285,7 @@ impl Harness {
             .expect("test config is valid")
             .registrars
             .remove(0);
-        let store = thadam_iceberg::io::store::object_store(&config.store, &config.url.bucket)
+        let store = thadam_iceberg::testing::object_store(&config.store, &config.url.bucket)
             .expect("object store");
         let log = SegmentLogWriter::open(&config.source.catalog).expect("segment log");
         Harness {
@@ -419,7 +419,7 @@ impl Harness {
     }
 
     pub async fn client(&self) -> RestClient {
-        thadam_iceberg::registrar::connect(&self.config)
+        thadam_iceberg::testing::connect(&self.config)
             .await
             .expect("catalog connection")
     }
@@ -445,7 +445,6 @@ impl Harness {
                 vec![iceberg::TableUpdate::RemoveSnapshots {
                     snapshot_ids: expired,
                 }],
-                None,
                 None,
             )
             .await

@@ -342,7 +342,7 @@ pub struct TokenMock {
 
 impl TokenMock {
     pub async fn start(client_id: &str, client_secret: &str, ttl: Duration) -> TokenMock {
-        thadam_iceberg::catalog::tls::install_crypto_provider();
+        thadam_iceberg::testing::install_crypto_provider();
         let state = Arc::new(MockState {
             client_id: client_id.to_string(),
             client_secret: client_secret.to_string(),

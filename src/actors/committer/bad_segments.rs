@@ -12,10 +12,11 @@
 
 use std::sync::Arc;
 
-use super::{CommitterState, RECENT};
+use super::CommitterState;
 use crate::config::BadSegmentPolicy;
 use crate::error::{Error, Result};
 use crate::protocol::segment::UploadedSegment;
+use crate::table::held::RECENT;
 use crate::table::quarantine::{
     Action, Entry, Line, Resolution, action, is_about_the_file, now_ms,
 };
@@ -40,7 +41,7 @@ impl CommitterState {
             table = %self.name, seq, key = %segment.object_key,
             "segment is quarantined; held until `--quarantine retry` or a re-ship"
         );
-        self.held.insert(seq, segment);
+        self.quarantined.insert(seq, segment);
         self.ctx().status.update(&self.name.to_string(), |s| {
             s.last_seq = Some(s.last_seq.map_or(seq, |l| l.max(seq)));
         });
@@ -144,7 +145,7 @@ impl CommitterState {
             && let Some(later) = self.later_record(&segment).await?
         {
             self.pending.remove(&seq);
-            self.by_files.remove(&seq);
+            self.table.forget_seq(seq);
             self.supersedes(seq, &later);
             return Ok(());
         }
@@ -182,7 +183,7 @@ impl CommitterState {
         .increment(1);
         publish_quarantine_gauge(&store);
         self.pending.remove(&seq);
-        self.by_files.remove(&seq);
+        self.table.forget_seq(seq);
         self.ctx().status.update(&self.name.to_string(), |s| {
             s.quarantined_total += 1;
         });
@@ -216,9 +217,9 @@ impl CommitterState {
         };
         store.refresh()?;
         publish_quarantine_gauge(&store);
-        let held: Vec<u64> = self.held.keys().copied().collect();
+        let held: Vec<u64> = self.quarantined.keys().copied().collect();
         for seq in held {
-            let Some(segment) = self.held.get(&seq).cloned() else {
+            let Some(segment) = self.quarantined.get(&seq).cloned() else {
                 continue;
             };
             let Some(entry) = store.get(&segment.dataset, &segment.object_key) else {
@@ -226,20 +227,20 @@ impl CommitterState {
             };
             match &entry.resolution {
                 None if entry.segment.seq != seq => {
-                    self.held.remove(&seq);
+                    self.quarantined.remove(&seq);
                 }
                 None if entry.retry => {
-                    self.held.remove(&seq);
+                    self.quarantined.remove(&seq);
                     tracing::info!(table = %self.name, seq, key = %segment.object_key, "retrying a quarantined segment");
                     self.admit(segment, true, None);
                 }
                 None => {}
                 Some(Resolution::Discarded { .. }) => {
-                    self.held.remove(&seq);
+                    self.quarantined.remove(&seq);
                     self.discarded(&segment);
                 }
                 Some(Resolution::Registered { .. }) => {
-                    self.held.remove(&seq);
+                    self.quarantined.remove(&seq);
                 }
             }
         }

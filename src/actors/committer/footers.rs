@@ -12,6 +12,7 @@ use crate::config::BadSegmentPolicy;
 use crate::error::{Error, ErrorCode, Result};
 use crate::io::credentials::S3Credentials;
 use crate::io::store::S3Store;
+use crate::protocol::footer::SegmentFooter;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, FooterRequest};
 use crate::runtime::retry::Op;
 
@@ -44,8 +45,8 @@ impl CommitterState {
             let held = Held {
                 footers: self.pending.footers,
                 bytes: self.pending.footer_bytes,
-                in_flight: self.reads_in_flight,
-                estimate: self.footer_estimate,
+                in_flight: self.pending.reads_in_flight,
+                estimate: self.pending.footer_estimate,
             };
             // The oldest segment without a footer is read whatever the window when footers
             // after it fill the window: they cannot be committed before it (footers before it
@@ -75,7 +76,7 @@ impl CommitterState {
             };
             p.read_requested = true;
             p.read_generation = generation;
-            self.reads_in_flight += 1;
+            self.pending.reads_in_flight += 1;
             self.args
                 .footer_pool
                 .cast(FooterPoolMsg::Read(FooterRequest {
@@ -94,7 +95,7 @@ impl CommitterState {
     /// nothing for the table (or the table does not exist yet, so the catalog cannot).
     fn no_s3_access(&self, bucket: &str) -> Error {
         let why = crate::io::credentials::missing_credentials(bucket);
-        if self.table.is_none() {
+        if self.table.table().is_none() {
             Error::auth_failed(format!(
                 "table {} does not exist yet: the registrar creates it from its first segment's \
                  footer, which is read (and the first metadata file written) before the catalog \
@@ -108,9 +109,32 @@ impl CommitterState {
         }
     }
 
-    /// A footer read failed. S3 refusing vended credentials is answered by [`Self::vended_refused`]
-    /// and the read is requested again; anything else stops the service as before.
-    pub(super) async fn footer_failed(
+    /// A footer read finished: the footer joins its segment, or the failure is handled.
+    pub(super) async fn footer_read(
+        &mut self,
+        myself: &ActorRef<CommitterMsg>,
+        seq: u64,
+        result: Result<Arc<SegmentFooter>>,
+    ) -> Result<()> {
+        self.pending.reads_in_flight = self.pending.reads_in_flight.saturating_sub(1);
+        let footer = match result {
+            Ok(footer) => footer,
+            Err(e) => return self.footer_failed(myself, seq, e).await,
+        };
+        let mut generation = None;
+        if let Some(p) = self.pending.set_footer(&seq, footer) {
+            generation = p.read_generation;
+            let bytes = p.footer_bytes.max(1);
+            self.pending.footer_estimate = bytes;
+        }
+        self.table.vended_worked(generation);
+        Ok(())
+    }
+
+    /// A footer read failed. S3 refusing vended credentials is answered by the held table
+    /// (`HeldTable::vended_refused`) and the read is requested again; anything else is a bad
+    /// segment.
+    async fn footer_failed(
         &mut self,
         myself: &ActorRef<CommitterMsg>,
         seq: u64,
@@ -142,7 +166,13 @@ impl CommitterState {
         };
         // The refusal's own words (S3's, or the signer's, naming the object) go into a final
         // error.
-        self.vended_refused(generation, &format!("reading a footer: {}", e.message()))
+        let ctx = Arc::clone(&self.args.ctx);
+        self.table
+            .vended_refused(
+                ctx.env(),
+                generation,
+                &format!("reading a footer: {}", e.message()),
+            )
             .await?;
         if let Some(p) = self.pending.get_mut(&seq) {
             p.read_requested = false;

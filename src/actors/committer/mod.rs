@@ -1,32 +1,30 @@
-//! A table's committer: the only writer of that table's appends, so its commits are serialised.
+//! A table's committer: the only writer of that table, so its commits are serialised.
 //!
 //! It keeps the segments it has been sent in catalog order, asks the footer pool for their
-//! footers (several in flight), and commits the longest ready prefix as one snapshot. Before each
-//! commit it knows which object keys the table already holds (the committed set, from snapshot
-//! summaries and watermarks); whenever it takes a newer version of the table (a reload after a
-//! failed commit, a table another registrar created first, a schema commit whose answer carries
-//! other writers' snapshots) it rebuilds that set and filters the batch again, so a segment is
-//! never appended twice, whatever happened to the previous attempt.
+//! footers (several in flight), and hands the longest ready prefix to the table's append
+//! transaction (`table::append::transaction`, where one attempt reads top to bottom: load,
+//! filter against the committed set, schema, build, send, classify). What the transaction says
+//! decides what the committer does next: the landed or found segments leave the queue, a bad
+//! segment goes to `on_bad_segment`, and a failed attempt is retried by a message to itself
+//! after the pause the transaction asks for, so that footers and segments arriving meanwhile are
+//! taken in and join the next attempt.
 //!
-//! A watermark is used only once it has been checked against the log this committer reads (see
-//! `table::committed`): segments it would cover wait, without a footer read, until then.
+//! The table it holds, and what it knows from it (the committed set, vended credentials), is a
+//! `table::held::HeldTable`, lent to each attempt. A segment that a watermark may cover waits
+//! undecided, without a footer read, until that watermark is checked against the log.
 //!
-//! When the catalog vends S3 credentials with the table (`catalog::access`), footer reads and
-//! manifest writes use them; the committer reloads the table for fresh ones shortly before they
-//! expire, and once when S3 refuses them (a refusal of the fresh ones is `auth.failed`).
-//!
-//! The actor and its message handling are here; the rest is split by what it does:
+//! The actor, its messages and the batching are here; the rest is split by what it does:
 //! `queue` (the segments it holds), `admission` (which of them the table still needs),
-//! `footers` (reading their footers), `batching` (the pure batching policy), `schema`
-//! (table creation and schema changes), `commit` (the append and its retry loop),
-//! `credentials` (vended S3 credentials), `bad_segments` (`on_bad_segment`) and
-//! `reporting` (status board, metrics, logs).
+//! `footers` (reading their footers), `batching` (the pure batching policy), `bad_segments`
+//! (`on_bad_segment`) and `reporting` (status board, metrics, logs).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use iceberg::table::Table;
+use async_trait::async_trait;
+use iceberg::spec::TableMetadataRef;
+use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::actors::HandlerResult;
@@ -34,91 +32,69 @@ use crate::actors::context::SharedContext;
 use crate::actors::schema_merger::{SchemaMerger, SchemaMergerArgs};
 use crate::catalog::TableName;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg};
+use crate::protocol::footer::SegmentFooter;
+use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SchemaReconciled};
 use crate::protocol::segment::UploadedSegment;
-use crate::runtime::retry::{Op, ReportTo, retry_transient};
-use crate::table::CommittedSet;
-use crate::table::append::ReadySegment;
-use crate::table::committed::SegmentId;
+use crate::table::append::{AttemptInput, Attempted, BatchCommit, Outcome, ReadySegment, Schemas};
+use crate::table::committed::fingerprint;
+use crate::table::held::HeldTable;
 use crate::table::quarantine::stops_table_only;
 
 use batching::{BatchDecision, BatchLimits, Prefix, Timer, batch_decision};
-use queue::{DEFAULT_FOOTER_ESTIMATE, PendingQueue};
+use queue::PendingQueue;
 
 mod admission;
 mod bad_segments;
 mod batching;
-mod commit;
-mod credentials;
 mod footers;
-mod pacing;
 mod queue;
 mod reporting;
-mod schema;
 
-pub struct Committer;
+pub(crate) struct Committer;
 
-pub struct CommitterArgs {
+pub(crate) struct CommitterArgs {
     pub ctx: SharedContext,
     pub dataset: String,
     pub footer_pool: ActorRef<FooterPoolMsg>,
 }
 
-pub struct CommitterState {
+pub(crate) struct CommitterState {
     args: CommitterArgs,
     name: TableName,
     /// This table's schema merger: a child of this committer, so it lives and stops with it.
-    merger: ActorRef<SchemaMergerMsg>,
-    /// The table as of our last load or commit; `None` before it exists (create_table: true).
-    table: Option<Table>,
-    committed: CommittedSet,
+    merger: Merger,
+    /// The table as of our last load or commit, and what we know from it.
+    table: HeldTable,
+    /// The append transaction: its retry, what its attempts wrote, the table's pace.
+    commit: BatchCommit,
     /// Segments not yet committed, in catalog order.
     pending: PendingQueue,
-    reads_in_flight: usize,
-    initialised: bool,
-    /// A `LingerElapsed` message is scheduled.
-    linger_armed: bool,
-    /// A `PaceElapsed` message is scheduled (`commit.min_interval`, or the adaptive pace).
-    pace_armed: bool,
-    /// The append path: the retry, what the batch's attempts wrote, the pace (see `commit`).
-    appends: commit::Appends,
-    /// The decoded size of the latest footer read: what a read in flight is expected to add.
-    footer_estimate: u64,
-    /// Fingerprints of the latest segments seen, by seq, so that a watermark another writer of
-    /// the same log just moved is checked without reading the log (bounded: [`RECENT`]).
-    recent: BTreeMap<u64, SegmentId>,
-    /// File schemas already reconciled with this table (cleared when the table is replaced).
-    /// The table only ever evolves compatibly, so a file that fit an earlier version of it still
-    /// fits: re-merging it against the evolved table would take an older file (int) for a
-    /// narrowing of the column it promoted (long), e.g. after a reload mid-batch.
-    accepted: Vec<arrow_schema::SchemaRef>,
-    /// The generation of vended credentials a reload made after S3 refused the previous ones
-    /// brought, until a request with it succeeds: a refusal of these is final.
-    reloaded_for_refusal: Option<u64>,
-    /// A generation that was already due for renewal when it arrived (the catalog vends
-    /// credentials that expire within the margin): not renewed again, used until refused.
-    renewal_exhausted: Option<u64>,
     /// Quarantined segments this committer holds (not attempted until the operator asks for a
     /// retry, or a later record of the key supersedes them), by seq.
-    held: BTreeMap<u64, UploadedSegment>,
-    /// Seqs of pending segments that were quarantined: decided by their files, never by a
-    /// watermark (see `table::quarantine`).
-    by_files: HashSet<u64>,
-    /// A `QuarantinePoll` message is scheduled.
-    poll_armed: bool,
+    quarantined: BTreeMap<u64, UploadedSegment>,
+    /// Recorded sizes of keys registered or found registered (bounded like the held table's
+    /// recent fingerprints), to warn about a re-ship of a key that is already in the table.
+    registered_sizes: HashMap<String, u64>,
+    /// The timer messages scheduled.
+    timers: Timers,
+    initialised: bool,
     /// This table alone stopped on a non-transient error about it (`on_bad_segment:
     /// quarantine`): every later message is ignored; its segments stay in the segment catalog.
     stopped: bool,
-    /// Recorded sizes of keys registered or found registered (bounded by [`RECENT`]), to warn
-    /// about a re-ship of a key that is already in the table.
-    registered_sizes: HashMap<String, u64>,
 }
 
-/// How many distinct file schemas a committer remembers as accepted.
-const ACCEPTED_SCHEMAS: usize = 64;
-
-/// How many recent fingerprints a committer keeps.
-const RECENT: usize = 4096;
+/// Which timer messages are scheduled (each at most once).
+#[derive(Debug, Default)]
+struct Timers {
+    /// `LingerElapsed`.
+    linger: bool,
+    /// `PaceElapsed` (`commit.min_interval`, or the table's pace).
+    pace: bool,
+    /// `RetryElapsed`.
+    retry: bool,
+    /// `QuarantinePoll`.
+    poll: bool,
+}
 
 impl Actor for Committer {
     type Msg = CommitterMsg;
@@ -145,27 +121,20 @@ impl Actor for Committer {
         )
         .await?;
         Ok(CommitterState {
+            merger: Merger {
+                actor: merger,
+                table: name.clone(),
+            },
+            table: HeldTable::new(name.clone()),
+            commit: BatchCommit::new(name.clone(), args.ctx.config.commit.min_interval),
             args,
             name,
-            merger,
-            table: None,
-            committed: CommittedSet::default(),
             pending: PendingQueue::default(),
-            reads_in_flight: 0,
-            initialised: false,
-            linger_armed: false,
-            pace_armed: false,
-            appends: commit::Appends::default(),
-            footer_estimate: DEFAULT_FOOTER_ESTIMATE,
-            recent: BTreeMap::new(),
-            accepted: Vec::new(),
-            reloaded_for_refusal: None,
-            renewal_exhausted: None,
-            held: BTreeMap::new(),
-            by_files: HashSet::new(),
-            poll_armed: false,
-            stopped: false,
+            quarantined: BTreeMap::new(),
             registered_sizes: HashMap::new(),
+            timers: Timers::default(),
+            initialised: false,
+            stopped: false,
         })
     }
 
@@ -187,15 +156,15 @@ impl Actor for Committer {
                 Ok(())
             }
             CommitterMsg::LingerElapsed => {
-                state.linger_armed = false;
+                state.timers.linger = false;
                 Ok(())
             }
             CommitterMsg::PaceElapsed => {
-                state.pace_armed = false;
+                state.timers.pace = false;
                 Ok(())
             }
             CommitterMsg::RetryElapsed => {
-                state.appends.retry_armed = false;
+                state.timers.retry = false;
                 Ok(())
             }
             CommitterMsg::RereadFooter { seq } => {
@@ -205,23 +174,11 @@ impl Actor for Committer {
                 Ok(())
             }
             CommitterMsg::QuarantinePoll => {
-                state.poll_armed = false;
+                state.timers.poll = false;
                 state.poll_quarantine()
             }
             CommitterMsg::FooterRead { seq, result } => {
-                state.reads_in_flight = state.reads_in_flight.saturating_sub(1);
-                match result {
-                    Ok(footer) => {
-                        let mut generation = None;
-                        if let Some(p) = state.pending.set_footer(&seq, footer) {
-                            generation = p.read_generation;
-                            state.footer_estimate = p.footer_bytes.max(1);
-                        }
-                        state.vended_worked(generation);
-                        Ok(())
-                    }
-                    Err(e) => state.footer_failed(&myself, seq, e).await,
-                }
+                state.footer_read(&myself, seq, result).await
             }
         };
         let result = match result {
@@ -238,7 +195,7 @@ impl Actor for Committer {
         _: ActorRef<CommitterMsg>,
         state: &mut CommitterState,
     ) -> HandlerResult {
-        state.abandon_attempts().await;
+        state.commit.abandon(&state.table).await;
         Ok(())
     }
 
@@ -279,6 +236,10 @@ impl Actor for Committer {
 }
 
 impl CommitterState {
+    fn ctx(&self) -> &SharedContext {
+        &self.args.ctx
+    }
+
     /// What the outcome of handling a message means for the table: a stop leaves everything
     /// pending in the segment catalog; an error about this table alone stops only it
     /// (`on_bad_segment: quarantine`); any other error fails the committer, and the supervisor
@@ -297,39 +258,14 @@ impl CommitterState {
             }
         }
     }
-}
-
-impl CommitterState {
-    fn ctx(&self) -> &SharedContext {
-        &self.args.ctx
-    }
 
     /// Loads the table and its committed set. An absent table is fatal unless `create_table`.
     async fn init(&mut self) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
-        let mut shutdown = ctx.shutdown.clone();
-        let what = format!("loading table {}", self.name);
-        let table_name = self.name.to_string();
-        let report = Some(ReportTo {
-            board: &ctx.status,
-            table: &table_name,
-        });
-        let loaded = retry_transient(Op::Load, ctx.retry(), &mut shutdown, &what, report, || {
-            ctx.client.load_table(&self.name)
-        })
-        .await?
-        .ok_or_else(Error::cancelled)?;
-        match loaded {
-            Some(table) => self.adopt(table),
-            None if ctx.config.create_table => {
-                tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
-            }
-            None => return Err(commit::table_missing(&self.name, &ctx.config, false)),
-        }
+        self.table.load(ctx.env(), false).await?;
         self.initialised = true;
         // Ready as far as this table goes: it exists, or it will be created (/readyz).
-        self.ctx()
-            .status
+        ctx.status
             .update(&self.name.to_string(), |s| s.resolved = true);
         // Segments that arrived before Init were accepted before the committed set was known.
         self.pending.undecide_all();
@@ -337,55 +273,73 @@ impl CommitterState {
         Ok(())
     }
 
-    /// Takes a newer version of the table (a load, a creation, a schema commit's answer), and
-    /// rebuilds the committed set from it: another writer may have added snapshots or moved a
-    /// watermark. Verdicts on unchanged watermarks are kept.
-    fn adopt(&mut self, table: Table) {
-        let same_table = self
-            .table
-            .as_ref()
-            .is_some_and(|t| t.metadata().uuid() == table.metadata().uuid());
-        if !same_table {
-            self.committed.forget_replaced_table();
-            self.accepted.clear();
-        }
-        self.committed.refresh(table.metadata());
-        self.table = Some(table);
-    }
-
-    /// Identifies the version of the table the committer holds.
-    fn table_version(&self) -> Option<(String, Option<i64>)> {
-        self.table.as_ref().map(|t| {
-            (
-                t.metadata_location().unwrap_or_default().to_string(),
-                t.metadata().current_snapshot_id(),
-            )
-        })
-    }
-
     /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
-        if !self.held.is_empty() && !self.poll_armed {
-            self.poll_armed = true;
-            myself.send_after(self.ctx().tuning.quarantine_poll, || {
-                CommitterMsg::QuarantinePoll
-            });
+        let ctx = Arc::clone(&self.args.ctx);
+        if !self.quarantined.is_empty() && !self.timers.poll {
+            self.timers.poll = true;
+            myself.send_after(ctx.tuning.quarantine_poll, || CommitterMsg::QuarantinePoll);
         }
         loop {
-            self.renew_if_due().await?;
+            self.table.renew_if_due(ctx.env()).await?;
             self.decide_pending().await?;
             self.request_footers(myself)?;
             let batch = self.ready_batch(myself);
             if batch.is_empty() {
                 return Ok(());
             }
-            self.attempt(myself, batch).await?;
-            if self.appends.retry_armed {
-                // The next attempt is scheduled (`arm_retry`): messages that arrived meanwhile
-                // are taken in first, and their segments join it.
+            let pending = &self.pending;
+            let local = |seq: u64, catalog: &str| {
+                pending
+                    .get(&seq)
+                    .filter(|p| p.segment.catalog_id.as_deref() == Some(catalog))
+                    .map(|p| fingerprint(&p.segment))
+            };
+            let input = AttemptInput {
+                batch: &batch,
+                waiting: pending.len(),
+                local: &local,
+            };
+            let attempted = self
+                .commit
+                .attempt(ctx.env(), &mut self.table, &self.merger, input)
+                .await?;
+            self.attempted(myself, attempted).await?;
+            if self.timers.retry {
+                // The next attempt is scheduled: messages that arrived meanwhile are taken in
+                // first, and their segments join it.
                 return Ok(());
             }
         }
+    }
+
+    /// Acts on what an attempt came to.
+    async fn attempted(
+        &mut self,
+        myself: &ActorRef<CommitterMsg>,
+        attempted: Attempted,
+    ) -> Result<()> {
+        for segment in attempted.found {
+            if self.pending.remove(&segment.seq).is_some() {
+                self.skipped(&segment);
+            }
+        }
+        match attempted.outcome {
+            Outcome::Landed { segments, started } => {
+                for r in &segments {
+                    self.resolve_registered(&r.segment);
+                    self.pending.remove(&r.segment.seq);
+                }
+                self.report_commit(&segments, started);
+            }
+            Outcome::AlreadyRegistered => self.publish_backlog(),
+            Outcome::RetryAfter(delay) => {
+                self.arm_retry(myself, delay);
+                self.publish_backlog();
+            }
+            Outcome::BadSegment { seq, error } => self.bad_segment(seq, error).await?,
+        }
+        Ok(())
     }
 
     /// The longest prefix (in catalog order) whose footers are in, within `commit.max_segments`
@@ -393,9 +347,9 @@ impl CommitterState {
     /// goes at once. One that is not full waits while the next segment's footer is already on
     /// its way (waiting adds batch size, not latency), and otherwise for at most `commit.linger`
     /// after its oldest segment arrived. Either waits for `commit.min_interval` after the last
-    /// commit started (or the gap the table's adaptive pace asks for). A batch being retried goes
-    /// as soon as its pause is over, with whatever is ready then. Timer messages wake the
-    /// committer. Nothing is cloned unless it commits.
+    /// commit started (or the gap the table's pace asks for). A batch being retried goes as soon
+    /// as its pause is over, with whatever is ready then. Timer messages wake the committer.
+    /// Nothing is cloned unless it commits.
     fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Vec<ReadySegment> {
         let ctx = Arc::clone(&self.args.ctx);
         let limits = BatchLimits {
@@ -421,29 +375,31 @@ impl CommitterState {
             .values()
             .next()
             .map(|p| now.duration_since(p.arrived));
-        let decision = match &self.appends.retry {
-            Some(retry) if retry.at > now => {
-                let delay = retry.at - now;
-                self.arm_retry(myself, delay);
+        let decision = match self.commit.retry_at() {
+            Some(at) if at > now => {
+                self.arm_retry(myself, at - now);
                 BatchDecision::Wait
             }
             Some(_) if prefix.segments > 0 => BatchDecision::Commit,
             Some(_) => BatchDecision::Wait,
-            None => batch_decision(
-                &prefix,
-                &limits,
-                oldest_waited,
-                ctx.linger(),
-                self.appends.last_start.map(|t| now.duration_since(t)),
-                self.appends.gap.max(ctx.config.commit.min_interval),
-            ),
+            None => {
+                let (since_start, gap) = self.commit.spacing(now);
+                batch_decision(
+                    &prefix,
+                    &limits,
+                    oldest_waited,
+                    ctx.linger(),
+                    since_start,
+                    gap,
+                )
+            }
         };
         match decision {
             BatchDecision::Wait => Vec::new(),
             BatchDecision::WaitFor(why, delay) => {
                 let armed = match why {
-                    Timer::Linger => &mut self.linger_armed,
-                    Timer::Pace => &mut self.pace_armed,
+                    Timer::Linger => &mut self.timers.linger,
+                    Timer::Pace => &mut self.timers.pace,
                 };
                 if !*armed {
                     *armed = true;
@@ -467,5 +423,67 @@ impl CommitterState {
                 })
                 .collect(),
         }
+    }
+
+    /// Wakes this committer for the next attempt after `delay`: at once by a message behind
+    /// those already waiting (footers and segments that arrived join the attempt), or a timer.
+    fn arm_retry(&mut self, myself: &ActorRef<CommitterMsg>, delay: Duration) {
+        if self.timers.retry {
+            return;
+        }
+        self.timers.retry = true;
+        if delay.is_zero() {
+            if let Err(e) = myself.cast(CommitterMsg::RetryElapsed) {
+                tracing::debug!(table = %self.name, "cannot schedule the retry: {e}");
+            }
+        } else {
+            myself.send_after(delay, || CommitterMsg::RetryElapsed);
+        }
+    }
+}
+
+/// The committer's schema merger, as the append transaction calls it.
+struct Merger {
+    actor: ActorRef<SchemaMergerMsg>,
+    table: TableName,
+}
+
+#[async_trait]
+impl Schemas for Merger {
+    async fn reconcile(
+        &self,
+        current: Option<TableMetadataRef>,
+        footer: Arc<SegmentFooter>,
+    ) -> Result<SchemaReconciled> {
+        let answer = self
+            .actor
+            .call(
+                |reply| SchemaMergerMsg::Reconcile {
+                    current,
+                    footer,
+                    reply,
+                },
+                None,
+            )
+            .await
+            .map_err(|e| self.gone(&e.to_string()))?;
+        match answer {
+            CallResult::Success(result) => result,
+            CallResult::Timeout | CallResult::SenderError => {
+                Err(self.gone("it stopped without answering"))
+            }
+        }
+    }
+}
+
+impl Merger {
+    /// The schema merger could not answer: it failed (a panic: its message is in the log) or
+    /// stopped.
+    fn gone(&self, why: &str) -> Error {
+        Error::internal(format!(
+            "the schema merger of table {} is gone ({why}); the registrar stops, and a restart \
+             starts the table again",
+            self.table
+        ))
     }
 }

@@ -13,8 +13,8 @@ use crate::protocol::messages::SegmentPermit;
 use crate::protocol::segment::UploadedSegment;
 
 /// The segments a committer holds, by catalog sequence number, with an index of their object
-/// keys so that a replayed segment is recognised in O(1) however long the backlog is.
-#[derive(Default)]
+/// keys so that a replayed segment is recognised in O(1) however long the backlog is, and what
+/// the footer window counts: the footers held and the reads in flight.
 pub(super) struct PendingQueue {
     pub(super) by_seq: BTreeMap<u64, Pending>,
     /// Object key -> the seq holding it.
@@ -26,6 +26,24 @@ pub(super) struct PendingQueue {
     /// ([`footer_window`]) counts what arrived and is not committed yet, not only reads in flight.
     pub(super) footers: usize,
     pub(super) footer_bytes: u64,
+    /// Footer reads asked of the pool and not answered yet.
+    pub(super) reads_in_flight: usize,
+    /// The decoded size of the latest footer read: what a read in flight is expected to add.
+    pub(super) footer_estimate: u64,
+}
+
+impl Default for PendingQueue {
+    fn default() -> Self {
+        PendingQueue {
+            by_seq: BTreeMap::new(),
+            keys: HashMap::new(),
+            undecided: 0,
+            footers: 0,
+            footer_bytes: 0,
+            reads_in_flight: 0,
+            footer_estimate: DEFAULT_FOOTER_ESTIMATE,
+        }
+    }
 }
 
 impl PendingQueue {

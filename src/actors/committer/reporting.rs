@@ -10,7 +10,7 @@ use crate::table::append::ReadySegment;
 impl CommitterState {
     pub(super) fn skipped(&mut self, segment: &UploadedSegment) {
         tracing::debug!(table = %self.name, key = %segment.object_key, "already registered; skipping");
-        self.by_files.remove(&segment.seq);
+        self.table.forget_seq(segment.seq);
         self.warn_reship(segment);
         self.resolve_registered(segment);
         metrics::counter!("thadam_iceberg_duplicates_skipped_total", "table" => self.name.to_string())
@@ -26,7 +26,7 @@ impl CommitterState {
     /// and while a commit is being retried (each attempt hands the committer back its mailbox).
     pub(super) fn publish_backlog(&self) {
         let backlog = self.pending.len() as u64;
-        let held = self.held.len() as u64;
+        let held = self.quarantined.len() as u64;
         let name = self.name.to_string();
         metrics::gauge!("thadam_iceberg_backlog_segments", "table" => name.clone())
             .set(backlog as f64);
@@ -56,8 +56,8 @@ impl CommitterState {
             s.stopped = Some(e.to_string());
         });
         self.pending = PendingQueue::default();
-        self.held.clear();
-        self.by_files.clear();
+        self.quarantined.clear();
+        self.table.forget_all_seqs();
         self.publish_backlog();
     }
 

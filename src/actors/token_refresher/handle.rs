@@ -55,7 +55,7 @@ impl RefreshedToken {
     }
 
     /// [`RefreshedToken::start`] for a registrar whose stop signal is `shutdown`.
-    pub async fn start_with_shutdown(
+    pub(crate) async fn start_with_shutdown(
         credential: OAuth2Credential,
         http: reqwest::Client,
         retry: RetryPolicy,
@@ -83,12 +83,12 @@ impl RefreshedToken {
     }
 
     /// The channel the refresher publishes on (for [`token_refresher::follow_registrar`]).
-    pub fn state(&self) -> watch::Receiver<TokenState> {
+    pub(crate) fn state(&self) -> watch::Receiver<TokenState> {
         self.state.clone()
     }
 
     /// The refresher actor (to stop it with the registrar).
-    pub fn refresher(&self) -> ActorRef<TokenRefresherMsg> {
+    pub(crate) fn refresher(&self) -> ActorRef<TokenRefresherMsg> {
         self.refresher.clone()
     }
 }

@@ -39,7 +39,7 @@ const MIN_REFRESH_DELAY: Duration = Duration::from_secs(1);
 
 /// What the refresher has to offer right now.
 #[derive(Debug, Clone)]
-pub enum TokenState {
+pub(crate) enum TokenState {
     /// The first exchange has not finished yet.
     Pending,
     Ready(BearerToken),
@@ -49,7 +49,7 @@ pub enum TokenState {
     Failed(Error),
 }
 
-pub enum TokenRefresherMsg {
+pub(crate) enum TokenRefresherMsg {
     /// Exchange now, unless `schedule` is stale (a newer timer replaced the one that sent it).
     Refresh { schedule: u64 },
     /// The catalog answered 401 to the token of generation `rejected`: reply with a newer token,
@@ -60,15 +60,15 @@ pub enum TokenRefresherMsg {
     },
 }
 
-pub struct TokenRefresher;
+pub(crate) struct TokenRefresher;
 
-pub struct TokenRefresherArgs {
+pub(crate) struct TokenRefresherArgs {
     pub endpoint: TokenEndpoint,
     pub retry: RetryPolicy,
     pub publish: watch::Sender<TokenState>,
 }
 
-pub struct TokenRefresherState {
+pub(crate) struct TokenRefresherState {
     endpoint: TokenEndpoint,
     retry: RetryPolicy,
     publish: watch::Sender<TokenState>,
@@ -91,7 +91,7 @@ enum Reason {
 
 /// Spawns a refresher for `endpoint`; it starts exchanging at once. Returns the actor and the
 /// channel the token is published on.
-pub async fn spawn(
+pub(crate) async fn spawn(
     endpoint: TokenEndpoint,
     retry: RetryPolicy,
 ) -> Result<(ActorRef<TokenRefresherMsg>, watch::Receiver<TokenState>)> {
@@ -113,7 +113,7 @@ pub async fn spawn(
 }
 
 /// When to renew a token that lives `ttl`.
-pub fn refresh_delay(ttl: Duration) -> Duration {
+pub(crate) fn refresh_delay(ttl: Duration) -> Duration {
     (ttl * REFRESH_AT_PERCENT / 100).max(MIN_REFRESH_DELAY)
 }
 
@@ -287,7 +287,7 @@ impl TokenRefresherState {
 /// the service (even when no catalog request is in flight to notice it), so does the refresher's
 /// death (its channel closes) unless a stop was requested, with an `internal` error naming it;
 /// and the refresher stops with the registrar.
-pub async fn follow_registrar(
+pub(crate) async fn follow_registrar(
     mut state: watch::Receiver<TokenState>,
     refresher: ActorRef<TokenRefresherMsg>,
     supervisor: ActorRef<SupervisorMsg>,

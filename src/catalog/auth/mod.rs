@@ -6,7 +6,7 @@
 //! (`actors::token_refresher::RefreshedToken`), which renews it before it expires and once more when the
 //! catalog says it did.
 
-pub mod oauth2;
+pub(crate) mod oauth2;
 
 use std::fmt;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub trait TokenSource: Send + Sync + fmt::Debug {
 
 /// No `Authorization` header at all.
 #[derive(Debug, Default)]
-pub struct NoAuth;
+pub(crate) struct NoAuth;
 
 #[async_trait]
 impl TokenSource for NoAuth {
@@ -57,10 +57,10 @@ impl TokenSource for NoAuth {
 /// A static `catalog_token`: sent as is, never refreshed (the spec: when it expires, the catalog
 /// answers 401 and the registrar stops with `auth.failed`).
 #[derive(Debug)]
-pub struct StaticToken(BearerToken);
+pub(crate) struct StaticToken(BearerToken);
 
 impl StaticToken {
-    pub fn new(token: Secret) -> Self {
+    pub(crate) fn new(token: Secret) -> Self {
         StaticToken(BearerToken {
             value: token,
             generation: 0,
@@ -78,4 +78,4 @@ impl TokenSource for StaticToken {
     }
 }
 
-pub type SharedTokenSource = Arc<dyn TokenSource>;
+pub(crate) type SharedTokenSource = Arc<dyn TokenSource>;

@@ -21,7 +21,7 @@ use crate::config::{ClientAuth, OAuth2Credential, Secret};
 use crate::error::{Error, Result};
 
 /// An access token as the token endpoint issued it.
-pub struct IssuedToken {
+pub(crate) struct IssuedToken {
     pub value: Secret,
     /// The server's `expires_in`, when it sent one (the fixture does not).
     pub expires_in: Option<Duration>,
@@ -34,7 +34,7 @@ impl std::fmt::Debug for IssuedToken {
 }
 
 /// The token endpoint of a `catalog_credential`.
-pub struct TokenEndpoint {
+pub(crate) struct TokenEndpoint {
     credential: OAuth2Credential,
     http: reqwest::Client,
 }
@@ -50,12 +50,12 @@ impl std::fmt::Debug for TokenEndpoint {
 }
 
 impl TokenEndpoint {
-    pub fn new(credential: OAuth2Credential, http: reqwest::Client) -> Self {
+    pub(crate) fn new(credential: OAuth2Credential, http: reqwest::Client) -> Self {
         TokenEndpoint { credential, http }
     }
 
     /// Exchanges the client credentials for an access token, once (no retry here).
-    pub async fn exchange(&self) -> Result<IssuedToken> {
+    pub(crate) async fn exchange(&self) -> Result<IssuedToken> {
         let endpoint = self
             .credential
             .oauth2_server_uri

@@ -11,7 +11,6 @@ mod wire;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
@@ -26,39 +25,53 @@ use serde::Deserialize;
 
 use crate::catalog::access::{TableAccess, VendedCredentials};
 use crate::catalog::auth::SharedTokenSource;
-use crate::catalog::outcome::{CallKind, StatusOutcome, classify_status};
-use crate::config::{RetryPolicy, SecretUrl};
+use crate::config::SecretUrl;
 use crate::error::{Error, ErrorCode, Result};
 use crate::io::clients::S3Clients;
-use crate::runtime::backoff::delay_for;
-use crate::runtime::retry::{Op, note_retry};
-
-/// How many times a commit is resent, identical and with the same `Idempotency-Key`, after a
-/// transient failure or a lost answer before the caller is told "state unknown" (and reloads to
-/// reconcile). The server replays its stored answer for a key it has seen, so a resend is safe;
-/// a few are enough to ride out a blip without holding the table for long.
-pub const IDEMPOTENT_RESENDS: u32 = 3;
 
 pub use crate::catalog::table_name::TableName;
 use answer::Refs;
 pub(crate) use transport::message_of;
 use transport::{
     SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
-    retry_after_of, status_error,
+    status_error,
 };
 
-/// Why a commit did not succeed, split by what the committer must do next.
+/// What became of a commit request that did not succeed, as seen on the wire, and nothing more:
+/// what it means for the writer (a conflict, an unknown outcome, a refusal) is decided once, by
+/// the writer (`table::append::retry::classify`).
 #[derive(Debug)]
-pub enum CommitError {
-    /// 409: a requirement failed (someone else committed). Reload and rebuild.
-    Conflict(String),
-    /// The request may or may not have been applied (5xx, timeout, reset after sending).
-    /// Reload and reconcile by key before retrying; never simply repeat.
-    Unknown(Error),
-    /// The request was not applied (connection refused before sending). Retry with backoff.
-    NotApplied(Error),
-    /// Fatal: auth, TLS trust, or a request the catalog will never accept.
-    Fatal(Error),
+pub enum CommitFailure {
+    /// The request never left (connection refused, no token to send it with): nothing applied.
+    NotSent(Error),
+    /// It was sent and no usable answer came back (timeout, reset, an unreadable 2xx body): it
+    /// may have been applied.
+    NoAnswer(Error),
+    /// The catalog answered `status`, not a success; `error` holds its message, with the code
+    /// the status implies (`outcome::classify_status`).
+    Answered { status: u16, error: Error },
+    /// Refused before or while sending for a reason a repeat cannot fix: the catalog's TLS
+    /// certificate, credentials it refused after a renewal, a request that cannot be built.
+    Refused(Error),
+}
+
+/// One commit request, encoded once (see [`RestClient::commit_request`]).
+#[derive(Debug)]
+pub struct CommitRequest {
+    table: TableName,
+    url: SecretUrl,
+    body: Vec<u8>,
+    /// The `Idempotency-Key` it is sent with, when the catalog advertised keys.
+    key: Option<String>,
+    /// Its updates, to confirm the answer against the table it was built on.
+    updates: Vec<TableUpdate>,
+}
+
+impl CommitRequest {
+    /// The `Idempotency-Key` this request is sent with, if any.
+    pub(crate) fn idempotency_key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
 }
 
 /// What a staged create (`stage-create: true`, nothing is created) answered.
@@ -86,7 +99,7 @@ struct ConfigResponse {
 }
 
 /// Settings the client is built from.
-pub struct RestClientSettings {
+pub(crate) struct RestClientSettings {
     /// `catalog_uri`: requests go to the whole URL (query string included), messages show it
     /// redacted.
     pub catalog_uri: SecretUrl,
@@ -95,8 +108,6 @@ pub struct RestClientSettings {
     /// FileIO properties for table metadata and manifests (`s3.*`), ours win over the server's
     /// (vended credentials win over our keys, see `catalog::access`).
     pub storage_props: HashMap<String, String>,
-    /// Backoff between resends of a commit (see [`IDEMPOTENT_RESENDS`]).
-    pub retry: RetryPolicy,
     /// `catalog_warehouse`, sent as `warehouse` on `GET /v1/config`.
     pub warehouse: Option<String>,
     /// `catalog_headers`, sent on every catalog request.
@@ -119,7 +130,6 @@ struct Inner {
     /// client and connections of the last (see `io::clients`).
     s3_clients: Arc<S3Clients>,
     idempotency_keys: bool,
-    retry: RetryPolicy,
     /// The credentials the catalog vended with each table's last load (see `catalog::access`
     /// for why they live here).
     vended: Mutex<HashMap<TableName, Arc<TableAccess>>>,
@@ -147,7 +157,7 @@ impl std::fmt::Debug for RestClient {
 impl RestClient {
     /// Connects: `GET /v1/config` (absorbing the server's `prefix` and whether it accepts
     /// idempotency keys). Fails fast on TLS and auth problems.
-    pub async fn connect(settings: RestClientSettings) -> Result<RestClient> {
+    pub(crate) async fn connect(settings: RestClientSettings) -> Result<RestClient> {
         let mut base = settings.catalog_uri.into_exposed();
         // A trailing slash would double up when segments are pushed.
         if base.path().ends_with('/') {
@@ -166,7 +176,6 @@ impl RestClient {
             storage_props: settings.storage_props,
             s3_clients: Arc::new(S3Clients::default()),
             idempotency_keys: false,
-            retry: settings.retry,
             vended: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),
             refs: Mutex::new(HashMap::new()),
@@ -203,11 +212,6 @@ impl RestClient {
         Ok(RestClient {
             inner: Arc::new(inner),
         })
-    }
-
-    /// Whether the server advertised `idempotency-key-lifetime` (then commits carry a key).
-    pub fn supports_idempotency_keys(&self) -> bool {
-        self.inner.idempotency_keys
     }
 
     /// Loads a table; `Ok(None)` when it does not exist.
@@ -330,7 +334,7 @@ impl RestClient {
     /// Builds the `Table` handle (with a FileIO for its metadata and manifests) for metadata the
     /// catalog returned. The FileIO uses the credentials vended with the table's last load,
     /// whatever answer this is (a commit's answer carries none).
-    pub fn table_from(
+    pub(crate) fn table_from(
         &self,
         table: &TableName,
         metadata: TableMetadata,
@@ -354,13 +358,13 @@ impl RestClient {
 
     /// A FileIO over the configured bucket. The server's per-table config comes first so that our
     /// own store settings (endpoint, keys) win: REST servers rarely know the S3 endpoint we see.
-    pub fn file_io(&self, server_config: HashMap<String, String>) -> FileIO {
+    pub(crate) fn file_io(&self, server_config: HashMap<String, String>) -> FileIO {
         self.file_io_with(server_config, None)
     }
 
     /// [`RestClient::file_io`] signing with `vended` credentials when given (they replace the
     /// `store` keys; endpoint and region stay ours where we set them).
-    pub fn file_io_with(
+    pub(crate) fn file_io_with(
         &self,
         server_config: HashMap<String, String>,
         vended: Option<&VendedCredentials>,
@@ -410,7 +414,7 @@ impl RestClient {
     }
 
     /// Whether the namespace (all of its levels) exists.
-    pub async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
+    pub(crate) async fn namespace_exists(&self, levels: &[String]) -> Result<bool> {
         let url = self
             .inner
             .transport
@@ -431,7 +435,7 @@ impl RestClient {
 
     /// Asks the catalog where it would create `table` (`location: None`) or whether it accepts
     /// `location`, without creating anything: `POST .../tables` with `stage-create: true`.
-    pub async fn stage_create(
+    pub(crate) async fn stage_create(
         &self,
         table: &TableName,
         schema: &iceberg::spec::Schema,
@@ -483,7 +487,7 @@ impl RestClient {
 
     /// Registers an existing metadata file as a new table. A table that appeared meanwhile
     /// (409) is loaded instead: the caller re-checks its schema like any existing table.
-    pub async fn register_table(
+    pub(crate) async fn register_table(
         &self,
         table: &TableName,
         metadata_location: &str,
@@ -526,129 +530,94 @@ impl RestClient {
         }
     }
 
-    /// Commits updates behind requirements (`POST .../tables/{table}`), returning the new table.
-    /// When `base` is the table the updates were built on, the new table is `base` with the
-    /// updates applied, once the catalog's answer confirms it (see `answer`); otherwise, or when
-    /// the answer differs, the answer is parsed in full.
-    ///
-    /// When the server advertised `idempotency-key-lifetime`, the request carries an
-    /// `Idempotency-Key` (the caller's, or a fresh one per call: one key per request body), and a
-    /// transient failure or a lost answer is first resent, byte for byte with the same key, up to
-    /// [`IDEMPOTENT_RESENDS`] times: the server replays the stored answer if the first attempt
-    /// was applied. A request that never left is resent the same way. Only then does the caller
-    /// hear [`CommitError::Unknown`] (and reconciles by reloading).
+    /// Encodes a commit of `updates` behind `requirements` to `table` (`POST .../tables/{table}`),
+    /// once: sending the same [`CommitRequest`] again sends the same bytes. When the server
+    /// advertised `idempotency-key-lifetime`, the request carries a fresh `Idempotency-Key`, so a
+    /// resend after a lost answer is replayed by the server instead of applied twice.
+    pub(crate) fn commit_request(
+        &self,
+        table: &TableName,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<CommitRequest> {
+        let url = self.inner.transport.table_url(table)?;
+        let request = CommitTableRequest {
+            identifier: Some(table.ident()?),
+            requirements,
+            updates,
+        };
+        let body = wire::commit_body(&request)?;
+        Ok(CommitRequest {
+            table: table.clone(),
+            url,
+            body,
+            key: self
+                .inner
+                .idempotency_keys
+                .then(|| uuid::Uuid::new_v4().to_string()),
+            updates: request.updates,
+        })
+    }
+
+    /// Sends `request` once and reports what happened on the wire: the new table, or a
+    /// [`CommitFailure`] for the writer to classify. When `base` is the table the updates were
+    /// built on, the new table is `base` with the updates applied, once the catalog's answer
+    /// confirms it (see `answer`); otherwise, or when the answer differs, the answer is parsed
+    /// in full.
+    pub(crate) async fn send_commit(
+        &self,
+        request: &CommitRequest,
+        base: Option<&Table>,
+    ) -> std::result::Result<Table, CommitFailure> {
+        let table = &request.table;
+        let what = format!("commit to table {table}");
+        let response = match self
+            .inner
+            .transport
+            .send(
+                Method::POST,
+                request.url.clone(),
+                Some(request.body.clone()),
+                request.key.as_deref(),
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(SendFailure::NotSent(e)) => return Err(CommitFailure::NotSent(e)),
+            Err(SendFailure::Unknown(e)) => return Err(CommitFailure::NoAnswer(e)),
+            Err(SendFailure::Fatal(e)) => return Err(CommitFailure::Refused(e)),
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let error = status_error(response, &what).await;
+            return Err(CommitFailure::Answered { status, error });
+        }
+        // A 2xx whose body cannot be read or understood: the commit may well have landed.
+        let bytes = read_body(response, &what)
+            .await
+            .map_err(CommitFailure::NoAnswer)?;
+        let built_on = base.map(|b| (b, &request.updates[..]));
+        let (metadata, location) = self
+            .take_answer(table, &what, &bytes, built_on)
+            .map_err(CommitFailure::NoAnswer)?;
+        drop(bytes);
+        self.table_from(table, metadata, location, HashMap::new())
+            .map_err(CommitFailure::NoAnswer)
+    }
+
+    /// Encodes and sends a commit once ([`Self::commit_request`], [`Self::send_commit`]), for
+    /// writers that never resend the same request (a failure is followed by a reload).
     pub async fn commit(
         &self,
         table: &TableName,
         requirements: Vec<TableRequirement>,
         updates: Vec<TableUpdate>,
-        idempotency_key: Option<&str>,
         base: Option<&Table>,
-    ) -> std::result::Result<Table, CommitError> {
-        let op = if updates
-            .iter()
-            .any(|u| matches!(u, TableUpdate::AddSnapshot { .. }))
-        {
-            Op::Append
-        } else {
-            Op::SchemaCommit
-        };
-        let what = format!("commit to table {table}");
-        let url = self
-            .inner
-            .transport
-            .table_url(table)
-            .map_err(CommitError::Fatal)?;
-        let request = CommitTableRequest {
-            identifier: Some(table.ident().map_err(CommitError::Fatal)?),
-            requirements,
-            updates,
-        };
-        let body = wire::commit_body(&request).map_err(CommitError::Fatal)?;
-        let built_on = base.map(|b| (b, &request.updates[..]));
-        let key: Option<String> = self.inner.idempotency_keys.then(|| {
-            idempotency_key
-                .map(str::to_string)
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
-        });
-        let mut attempt: u32 = 0;
-        let started = Instant::now();
-        let mut warned = false;
-        loop {
-            let failure = match self
-                .commit_once(table, &what, &url, &body, key.as_deref(), built_on)
-                .await
-            {
-                Ok(t) => return Ok(t),
-                Err(f) => f,
-            };
-            let resend = match &failure {
-                CommitError::NotApplied(_) => true,
-                CommitError::Unknown(_) => key.is_some(),
-                CommitError::Conflict(_) | CommitError::Fatal(_) => false,
-            };
-            let error = match &failure {
-                CommitError::NotApplied(e) | CommitError::Unknown(e) if resend => e,
-                _ => return Err(failure),
-            };
-            if attempt >= IDEMPOTENT_RESENDS {
-                return Err(failure);
-            }
-            note_retry(op, error, started, &mut warned, &what);
-            let delay = delay_for(&self.inner.retry, attempt, error);
-            tracing::warn!(
-                table = %table,
-                attempt,
-                ?delay,
-                idempotency_key = key.is_some(),
-                "{what} did not complete ({error}); resending the same request"
-            );
-            // The caller races this against shutdown, so a plain sleep is enough here.
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    /// One attempt of [`RestClient::commit`].
-    async fn commit_once(
-        &self,
-        table: &TableName,
-        what: &str,
-        url: &SecretUrl,
-        body: &[u8],
-        key: Option<&str>,
-        built_on: Option<(&Table, &[TableUpdate])>,
-    ) -> std::result::Result<Table, CommitError> {
-        let response = match self
-            .inner
-            .transport
-            .send(Method::POST, url.clone(), Some(body.to_vec()), key)
-            .await
-        {
-            Ok(r) => r,
-            Err(SendFailure::NotSent(e)) => return Err(CommitError::NotApplied(e)),
-            Err(SendFailure::Unknown(e)) => return Err(CommitError::Unknown(e)),
-            Err(SendFailure::Fatal(e)) => return Err(CommitError::Fatal(e)),
-        };
-        let status = response.status().as_u16();
-        match classify_status(status, CallKind::Commit, retry_after_of(&response)) {
-            StatusOutcome::Success => {
-                let (metadata, location) = {
-                    let bytes = read_body(response, what)
-                        .await
-                        .map_err(CommitError::Unknown)?;
-                    self.take_answer(table, what, &bytes, built_on)
-                        .map_err(CommitError::Unknown)?
-                };
-                self.table_from(table, metadata, location, HashMap::new())
-                    .map_err(CommitError::Unknown)
-            }
-            StatusOutcome::Conflict => Err(CommitError::Conflict(error_message(response).await)),
-            StatusOutcome::StateUnknown { .. } | StatusOutcome::Transient { .. } => {
-                Err(CommitError::Unknown(status_error(response, what).await))
-            }
-            _ => Err(CommitError::Fatal(status_error(response, what).await)),
-        }
+    ) -> std::result::Result<Table, CommitFailure> {
+        let request = self
+            .commit_request(table, requirements, updates)
+            .map_err(CommitFailure::Refused)?;
+        self.send_commit(&request, base).await
     }
 
     /// The table metadata and its location from a successful commit's answer: the table it was
@@ -752,7 +721,6 @@ mod tests {
             http: reqwest::Client::new(),
             tokens: Arc::new(NoAuth),
             storage_props: HashMap::new(),
-            retry: RetryPolicy::default(),
             warehouse: Some("wh".into()),
             headers: Vec::new(),
             sigv4: None,

@@ -78,11 +78,6 @@ impl Default for AppendAttempts {
 }
 
 impl AppendAttempts {
-    /// How many attempts were built so far.
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
     /// Whether this build may plan new merges: only the batch's first. Later attempts reuse the
     /// first one's merges and carry whatever appeared since, so that their cost does not grow
     /// with other writers' commits.
@@ -141,7 +136,7 @@ impl AppendAttempts {
     }
 
     /// A commit referencing `files` is being sent: they may be in the table from now on.
-    pub fn sent(&mut self, files: &[String]) {
+    pub(crate) fn sent(&mut self, files: &[String]) {
         for f in files {
             if let Some(tainted) = self.written.get_mut(f) {
                 *tainted = true;
@@ -152,7 +147,7 @@ impl AppendAttempts {
     /// The catalog refused that commit for certain (409, or a 4xx): nothing of it is in the
     /// table. Its manifest list is never reused (the next attempt has another parent); its
     /// manifests may be.
-    pub fn refused(&mut self, files: &[String], manifest_list: &str) {
+    pub(crate) fn refused(&mut self, files: &[String], manifest_list: &str) {
         for f in files {
             if let Some(tainted) = self.written.get_mut(f) {
                 *tainted = false;
@@ -163,14 +158,14 @@ impl AppendAttempts {
 
     /// That commit's outcome is unknown: its files stay (they may be the table's now), and the
     /// next attempt starts afresh with a new snapshot id, so it never shares a file with it.
-    pub fn unknown(&mut self) {
+    pub(crate) fn unknown(&mut self) {
         self.drop_cached();
         self.snapshot_id = None;
     }
 
     /// The batch landed with `files`, or (`None`) it is given up: every other file it wrote
     /// that no sent commit references becomes stale. The attempts are over.
-    pub fn finish(&mut self, landed: Option<&[String]>) {
+    pub(crate) fn finish(&mut self, landed: Option<&[String]>) {
         let keep: Vec<String> = landed.map(<[String]>::to_vec).unwrap_or_default();
         let written: Vec<(String, bool)> = self.written.drain().collect();
         for (path, tainted) in written {
@@ -187,12 +182,12 @@ impl AppendAttempts {
     }
 
     /// The files to delete now (each handed out once).
-    pub fn take_stale(&mut self) -> Vec<String> {
+    pub(crate) fn take_stale(&mut self) -> Vec<String> {
         std::mem::take(&mut self.stale)
     }
 
     /// Whether any file is waiting to be deleted or may still be reused.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.written.is_empty() && self.stale.is_empty()
     }
 

@@ -17,13 +17,13 @@ use iceberg::{Error, ErrorKind, Result};
 /// A `FileWrite` into memory, its bytes shared with the caller through [`MemoryFile::bytes`].
 /// Holds the whole manifest list (a few hundred bytes per manifest).
 #[derive(Debug, Clone, Default)]
-pub struct MemoryFile {
+pub(crate) struct MemoryFile {
     bytes: Arc<Mutex<Vec<u8>>>,
 }
 
 impl MemoryFile {
     /// The bytes written so far.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         self.bytes.lock().map(|b| b.clone()).unwrap_or_default()
     }
 }
@@ -53,7 +53,7 @@ fn avro_error(what: &str, e: apache_avro::Error) -> Error {
 
 /// The Avro container `container` (any codec) rewritten with the deflate codec: same writer
 /// schema, same user metadata, same records.
-pub fn deflate_container(container: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn deflate_container(container: &[u8]) -> Result<Vec<u8>> {
     let reader = Reader::new(container).map_err(|e| avro_error("cannot read it", e))?;
     let schema = reader.writer_schema().clone();
     let metadata = reader.user_metadata().clone();
@@ -79,7 +79,8 @@ pub fn deflate_container(container: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// The codec an Avro container names in its header (`avro.codec`; absent means `null`).
-pub fn container_codec(container: &[u8]) -> Option<String> {
+#[cfg(test)]
+fn container_codec(container: &[u8]) -> Option<String> {
     // The header's metadata map is read by the Avro reader itself, which keeps the codec to
     // itself: find the key in the header bytes instead (it precedes the first sync marker).
     let key = b"avro.codec";
@@ -91,6 +92,7 @@ pub fn container_codec(container: &[u8]) -> Option<String> {
     String::from_utf8(value.to_vec()).ok()
 }
 
+#[cfg(test)]
 fn read_varint(bytes: &[u8]) -> Option<(i64, usize)> {
     let mut value: u64 = 0;
     for (i, b) in bytes.iter().enumerate().take(10) {

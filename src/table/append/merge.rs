@@ -9,26 +9,26 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// Table property: merge manifests on append (default true).
-pub const MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
+pub(crate) const MERGE_ENABLED: &str = "commit.manifest-merge.enabled";
 /// Table property: the bin holding the new manifest is merged only from this many manifests on.
-pub const MIN_COUNT_TO_MERGE: &str = "commit.manifest.min-count-to-merge";
+pub(crate) const MIN_COUNT_TO_MERGE: &str = "commit.manifest.min-count-to-merge";
 /// Table property: the size a merged manifest aims at, in bytes.
-pub const TARGET_SIZE_BYTES: &str = "commit.manifest.target-size-bytes";
+pub(crate) const TARGET_SIZE_BYTES: &str = "commit.manifest.target-size-bytes";
 
-pub const DEFAULT_MERGE_ENABLED: bool = true;
-pub const DEFAULT_MIN_COUNT_TO_MERGE: usize = 100;
-pub const DEFAULT_TARGET_SIZE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MERGE_ENABLED: bool = true;
+pub(crate) const DEFAULT_MIN_COUNT_TO_MERGE: usize = 100;
+pub(crate) const DEFAULT_TARGET_SIZE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The most entries one merged manifest takes. The library writes a manifest from entries held in
 /// memory, and a decoded entry with column metrics costs ~3 KB: a merge of Java's 8 MiB target
 /// (~25,000 entries) would hold ~80 MB. At 2,048 entries a merge holds ~6 MB, and a table of a
 /// million files lists ~500 merged manifests. Bins close at whichever of this and
 /// `commit.manifest.target-size-bytes` comes first.
-pub const MAX_MERGED_ENTRIES: u64 = 2048;
+pub(crate) const MAX_MERGED_ENTRIES: u64 = 2048;
 
 /// What the table's properties ask of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MergePolicy {
+pub(crate) struct MergePolicy {
     pub enabled: bool,
     pub min_count: usize,
     pub target_size: u64,
@@ -46,7 +46,7 @@ impl Default for MergePolicy {
 
 /// A property value that could not be read; its default is used instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     pub key: &'static str,
     pub value: String,
     pub default: String,
@@ -55,7 +55,7 @@ pub struct Unreadable {
 /// The policy `properties` ask for. A value that does not parse falls back to its default (as
 /// Java's `PropertyUtil` would not: it fails the commit; a registrar stopping on a typo in a
 /// tuning property would be worse than merging with the default) and is reported.
-pub fn policy_from_properties(
+pub(crate) fn policy_from_properties(
     properties: &HashMap<String, String>,
 ) -> (MergePolicy, Vec<Unreadable>) {
     let mut policy = MergePolicy::default();
@@ -99,7 +99,7 @@ pub fn policy_from_properties(
 
 /// A data manifest of the new snapshot, as the policy sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub spec_id: i32,
     /// The manifest file's length in bytes (the bin-packing weight).
     pub length: u64,
@@ -112,7 +112,7 @@ pub struct Candidate {
 
 /// One manifest of the new manifest list, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Planned {
+pub(crate) enum Planned {
     /// Carry candidate `i` as it is.
     Keep(usize),
     /// Rewrite these candidates (in this order) into one manifest of `spec_id`.
@@ -127,7 +127,7 @@ pub enum Planned {
 /// under-filled is the newest one, holding the new manifest; a bin of one manifest is kept; the
 /// bin holding the new manifest is merged only when it has at least `min_count` manifests (so
 /// small appends accumulate before one rewrite); every other bin of several is merged.
-pub fn plan(policy: &MergePolicy, candidates: &[Candidate]) -> Vec<Planned> {
+pub(crate) fn plan(policy: &MergePolicy, candidates: &[Candidate]) -> Vec<Planned> {
     if !policy.enabled || candidates.is_empty() {
         return (0..candidates.len()).map(Planned::Keep).collect();
     }
@@ -180,13 +180,14 @@ fn plan_run(
 /// reversed list, one open bin at a time (a look-back of 1 never reorders), each bin and the
 /// list of bins reversed back. Returns bins of indexes into `weights`, in list order. An item
 /// heavier than `target` gets a bin of its own.
-pub fn pack_end(weights: &[u64], target: u64) -> Vec<Vec<usize>> {
+#[cfg(test)]
+fn pack_end(weights: &[u64], target: u64) -> Vec<Vec<usize>> {
     pack_end_capped(weights, &vec![0; weights.len()], target, u64::MAX)
 }
 
-/// [`pack_end`] where a bin also holds at most `max_entries` entries (`entries[i]` per item; an
+/// `pack_end` where a bin also holds at most `max_entries` entries (`entries[i]` per item; an
 /// item with more gets a bin of its own).
-pub fn pack_end_capped(
+pub(crate) fn pack_end_capped(
     weights: &[u64],
     entries: &[u64],
     target: u64,

@@ -101,7 +101,7 @@ pub fn prepare_append<'a>(
 impl PreparedAppend<'_> {
     /// Adds `key` = `value` to the snapshot summary (a registrar's own key; the computed
     /// metrics win over it, as over every summary key).
-    pub fn with_summary(mut self, key: &str, value: String) -> Self {
+    pub(crate) fn with_summary(mut self, key: &str, value: String) -> Self {
         self.properties.insert(key.to_string(), value);
         self
     }
@@ -122,11 +122,11 @@ impl PreparedAppend<'_> {
         }
         validate_files(metadata, &self.files)?;
         let summary = summary(metadata, &self.files, self.properties)?;
-        let Staged {
+        let AttemptManifests {
             snapshot_id,
             manifests,
             mut files,
-        } = stage(table, &self.files, attempts).await?;
+        } = attempt_manifests(table, &self.files, attempts).await?;
 
         let root = metadata_root(metadata);
         let list_path = attempts.manifest_list_path(&root, snapshot_id);
@@ -211,18 +211,20 @@ impl PreparedAppend<'_> {
     /// must load the table before it commits (another writer commits to it) does this first,
     /// on the version it holds, so that the merge is outside the window between the load and
     /// the commit; the build on the loaded version then reuses both.
-    pub async fn stage(&self, attempts: &mut AppendAttempts) -> iceberg::Result<()> {
+    pub(crate) async fn write_ahead(&self, attempts: &mut AppendAttempts) -> iceberg::Result<()> {
         if self.files.is_empty() {
             return Ok(());
         }
         validate_files(self.table.metadata(), &self.files)?;
-        stage(self.table, &self.files, attempts).await.map(|_| ())
+        attempt_manifests(self.table, &self.files, attempts)
+            .await
+            .map(|_| ())
     }
 }
 
 /// The data and delete manifests of an attempt's manifest list, in order, and which of them
 /// this batch wrote.
-struct Staged {
+struct AttemptManifests {
     snapshot_id: i64,
     manifests: Vec<ManifestFile>,
     files: Vec<String>,
@@ -236,11 +238,11 @@ fn metadata_root(metadata: &TableMetadata) -> String {
 /// the batch wrote it already), the current snapshot's manifests with the batch's cached merges
 /// in place of their inputs, and on the batch's first attempt the merges the policy asks for.
 /// The new files are never part of a merge, so a merge stays valid when the batch changes.
-async fn stage(
+async fn attempt_manifests(
     table: &Table,
     added: &[DataFile],
     attempts: &mut AppendAttempts,
-) -> iceberg::Result<Staged> {
+) -> iceberg::Result<AttemptManifests> {
     let metadata = table.metadata();
     let snapshot_id = attempts.snapshot_id(metadata);
     let root = metadata_root(metadata);
@@ -371,7 +373,7 @@ async fn stage(
     }
     // Delete manifests (other writers' row deletes) are never merged, only carried.
     manifests.extend(deletes);
-    Ok(Staged {
+    Ok(AttemptManifests {
         snapshot_id,
         manifests,
         files,

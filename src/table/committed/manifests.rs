@@ -7,7 +7,7 @@ use super::ids::SegmentId;
 
 /// The ids of the object keys of `table`'s live data files (those under `prefix`,
 /// `s3://bucket/`), from the current snapshot's manifests.
-pub async fn live_file_ids(
+pub(crate) async fn live_file_ids(
     table: &iceberg::table::Table,
     prefix: &str,
 ) -> crate::error::Result<HashSet<SegmentId>> {

@@ -44,12 +44,10 @@ mod set;
 mod watermark;
 
 pub use ids::{SEGMENT_COUNT, SEGMENT_IDS, SegmentId, decode_ids, encode_ids, fingerprint};
-pub use manifests::live_file_ids;
+pub(crate) use manifests::live_file_ids;
 pub use set::{CommittedSet, Decision};
 pub(crate) use watermark::decode_mark;
-pub use watermark::{
-    CATALOG_SEQ, Mark, MarkState, WATERMARK_KEY, WATERMARK_PREFIX, WRITER, encode_mark,
-};
+pub use watermark::{CATALOG_SEQ, Mark, MarkState, WATERMARK_KEY, WATERMARK_PREFIX, WRITER};
 
 /// An `Uploaded` record of catalog `log` at `seq` for object key `key` (for the tests of the
 /// parts).

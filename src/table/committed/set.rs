@@ -51,7 +51,7 @@ impl CommittedSet {
 
     /// Rebuilds the ids and watermarks from `metadata` (a newer version of the same table, or
     /// another table altogether), keeping the verdicts already reached for unchanged values.
-    pub fn refresh(&mut self, metadata: &TableMetadata) {
+    pub(crate) fn refresh(&mut self, metadata: &TableMetadata) {
         self.ids = IdSet::from_ids(metadata.snapshots().flat_map(|snapshot| {
             snapshot
                 .summary()
@@ -65,7 +65,7 @@ impl CommittedSet {
 
     /// Rebuilds the watermarks alone (after our own commit: the ids are known, and rebuilding
     /// them would cost a pass over every snapshot per commit).
-    pub fn refresh_marks(&mut self, properties: &HashMap<String, String>) {
+    pub(crate) fn refresh_marks(&mut self, properties: &HashMap<String, String>) {
         self.marks.clear();
         // Verdicts on values the table no longer holds can never be asked for again (a
         // watermark only moves up): without this, every commit would leave one behind.
@@ -103,14 +103,14 @@ impl CommittedSet {
 
     /// Forgets what only the table it replaces could answer (another table took its name): its
     /// live data files and the keys lately found in it.
-    pub fn forget_replaced_table(&mut self) {
+    pub(crate) fn forget_replaced_table(&mut self) {
         self.live = None;
         self.recent = RecentKeys::default();
     }
 
     /// Notes that the table holds `segment`'s key (registered or found registered), so that a
     /// later record of the key is known after its snapshot is expired (see [`RecentKeys`]).
-    pub fn note_registered(&mut self, segment: &UploadedSegment) {
+    pub(crate) fn note_registered(&mut self, segment: &UploadedSegment) {
         self.recent.note(SegmentId::of(&segment.object_key));
     }
 
@@ -123,7 +123,7 @@ impl CommittedSet {
     }
 
     /// The watermarks of `catalog` not yet checked against the log.
-    pub fn unchecked(&self, catalog: &str) -> Vec<Mark> {
+    pub(crate) fn unchecked(&self, catalog: &str) -> Vec<Mark> {
         self.marks
             .get(catalog)
             .into_iter()
@@ -134,7 +134,7 @@ impl CommittedSet {
     }
 
     /// Records the outcome of checking a watermark against the log.
-    pub fn settle(&mut self, mark: &Mark, state: MarkState) {
+    pub(crate) fn settle(&mut self, mark: &Mark, state: MarkState) {
         self.verdicts
             .insert((mark.key.clone(), mark.value.clone()), state);
         for m in self.marks.values_mut().flatten() {
@@ -145,11 +145,11 @@ impl CommittedSet {
     }
 
     /// Takes the ids of the table's live data files (see [`Decision::NeedsLiveFiles`]).
-    pub fn set_live_files(&mut self, ids: HashSet<SegmentId>) {
+    pub(crate) fn set_live_files(&mut self, ids: HashSet<SegmentId>) {
         self.live = Some(ids);
     }
 
-    pub fn decide(&self, segment: &UploadedSegment) -> Decision {
+    pub(crate) fn decide(&self, segment: &UploadedSegment) -> Decision {
         let id = SegmentId::of(&segment.object_key);
         if self.holds_id(&id) {
             return Decision::Registered;
@@ -177,7 +177,7 @@ impl CommittedSet {
     /// `table::quarantine`). Its key in a snapshot summary or among the live files is
     /// registered; when any watermark of its catalog covers its seq, its snapshot may have been
     /// expired, so the live data files must tell; otherwise it is missing.
-    pub fn decide_by_files(&self, segment: &UploadedSegment) -> Decision {
+    pub(crate) fn decide_by_files(&self, segment: &UploadedSegment) -> Decision {
         let id = SegmentId::of(&segment.object_key);
         if self.holds_id(&id) {
             return Decision::Registered;
@@ -204,8 +204,9 @@ impl CommittedSet {
         self.decide(segment) == Decision::Registered
     }
 
+    #[cfg(test)]
     /// The highest trusted watermark of `catalog`, if any.
-    pub fn watermark(&self, catalog_id: &str) -> Option<u64> {
+    pub(crate) fn watermark(&self, catalog_id: &str) -> Option<u64> {
         self.own_mark(catalog_id).map(|m| m.seq)
     }
 
@@ -248,7 +249,7 @@ impl CommittedSet {
 
     /// Records a successful commit of `segments`, which set the watermark `written` (its
     /// verdict is known: it was written for our own record).
-    pub fn record<'a>(
+    pub(crate) fn record<'a>(
         &mut self,
         segments: impl IntoIterator<Item = &'a UploadedSegment>,
         written: Option<&(String, String)>,
@@ -266,16 +267,8 @@ impl CommittedSet {
     /// the set stays as large as the snapshots the table keeps. Safe: a snapshot is expired only
     /// while the watermark it was written under covers it, and that watermark answers for its
     /// segments from then on (exactly what a rebuild from the metadata would see).
-    pub fn forget(&mut self, ids: &[SegmentId]) {
+    pub(crate) fn forget(&mut self, ids: &[SegmentId]) {
         self.ids.remove_all(ids);
-    }
-
-    /// Whether any watermark of any catalog is diverged (for status and tests).
-    pub fn diverged(&self) -> bool {
-        self.marks
-            .values()
-            .flatten()
-            .any(|m| m.state == MarkState::Diverged)
     }
 }
 

@@ -17,7 +17,7 @@ pub const WATERMARK_KEY: &str = "thadam.watermark";
 pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
 
 /// The value of a watermark property: `<seq>:<fingerprint of the record at seq>`.
-pub fn encode_mark(segment: &UploadedSegment) -> String {
+pub(crate) fn encode_mark(segment: &UploadedSegment) -> String {
     format!("{}:{}", segment.seq, fingerprint(segment).encode())
 }
 

@@ -22,5 +22,5 @@
 mod policy;
 mod store;
 
-pub use policy::{Action, action, is_about_the_file, is_about_the_table, stops_table_only};
-pub use store::{Entry, Line, QuarantineState, QuarantineStore, Resolution, apply_lines, now_ms};
+pub(crate) use policy::{Action, action, is_about_the_file, stops_table_only};
+pub use store::{Entry, Line, QuarantineStore, Resolution, now_ms};

@@ -12,7 +12,7 @@ use crate::error::ErrorCode;
 
 /// What to do with one segment that failed with `code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Stop,
     Quarantine,
 }
@@ -20,7 +20,7 @@ pub enum Action {
 /// Whether an error with this code is about the segment's file itself (its bytes, its size, its
 /// schema, its rows' partition), so that the other segments are unaffected by it. Anything about
 /// the table, the catalog, credentials, the network or the registrar is not.
-pub fn is_about_the_file(code: ErrorCode) -> bool {
+pub(crate) fn is_about_the_file(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::FooterInvalid
@@ -35,7 +35,7 @@ pub fn is_about_the_file(code: ErrorCode) -> bool {
 /// refused by the catalog, a property this client cannot write), so that under `quarantine` it
 /// stops that table only. Credentials, TLS, configuration and the segment catalog concern every
 /// table and stop the service under both policies; transient faults never reach here.
-pub fn is_about_the_table(code: ErrorCode) -> bool {
+pub(crate) fn is_about_the_table(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::TableMissing
@@ -47,12 +47,12 @@ pub fn is_about_the_table(code: ErrorCode) -> bool {
 
 /// How far a committer's non-transient failure reaches: with `quarantine`, an error about the
 /// table stops that table alone; anything else (and everything under `stop`) stops the service.
-pub fn stops_table_only(policy: BadSegmentPolicy, code: ErrorCode) -> bool {
+pub(crate) fn stops_table_only(policy: BadSegmentPolicy, code: ErrorCode) -> bool {
     policy == BadSegmentPolicy::Quarantine && is_about_the_table(code)
 }
 
 /// The policy as a pure function of the configuration and the error's code.
-pub fn action(policy: BadSegmentPolicy, code: ErrorCode) -> Action {
+pub(crate) fn action(policy: BadSegmentPolicy, code: ErrorCode) -> Action {
     match policy {
         BadSegmentPolicy::Quarantine if is_about_the_file(code) => Action::Quarantine,
         _ => Action::Stop,

@@ -78,7 +78,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.resolution.is_none()
     }
 }
@@ -91,7 +91,7 @@ pub struct QuarantineState {
 
 impl QuarantineState {
     /// Applies one line. `retry`/`discarded`/`registered` for a key never quarantined do nothing.
-    pub fn apply(&mut self, line: Line) {
+    pub(crate) fn apply(&mut self, line: Line) {
         match line {
             Line::Quarantined {
                 at_ms,
@@ -149,7 +149,7 @@ impl QuarantineState {
     }
 
     /// Every entry, open or closed, in (dataset, key) order.
-    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }
 
@@ -162,7 +162,7 @@ impl QuarantineState {
 /// Parses the complete lines of `bytes` (up to its last newline) into `state`; returns how many
 /// bytes were consumed. A line that does not parse (a torn write ended by a later writer's
 /// newline, or an unknown future line) is skipped with a warning.
-pub fn apply_lines(state: &mut QuarantineState, bytes: &[u8], path: &Path) -> usize {
+pub(crate) fn apply_lines(state: &mut QuarantineState, bytes: &[u8], path: &Path) -> usize {
     let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
         return 0;
     };
@@ -220,9 +220,6 @@ impl QuarantineStore {
         Ok(store)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves a consistent state (apply is total).
@@ -230,7 +227,7 @@ impl QuarantineStore {
     }
 
     /// Folds in the lines appended since the last read (by the operator, or another process).
-    pub fn refresh(&self) -> Result<()> {
+    pub(crate) fn refresh(&self) -> Result<()> {
         let mut inner = self.lock();
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
@@ -261,7 +258,7 @@ impl QuarantineStore {
 
     /// Appends `line` durably (one write, then fdatasync), ending a torn last line first, and
     /// folds in everything up to it.
-    pub fn append(&self, line: &Line) -> Result<()> {
+    pub(crate) fn append(&self, line: &Line) -> Result<()> {
         let mut text = serde_json::to_string(line)
             .map_err(|e| Error::internal(format!("cannot encode a quarantine line: {e}")))?;
         text.push('\n');
@@ -300,12 +297,12 @@ impl QuarantineStore {
     }
 
     /// The entry of `(dataset, key)`, if it was ever quarantined.
-    pub fn get(&self, dataset: &str, key: &str) -> Option<Entry> {
+    pub(crate) fn get(&self, dataset: &str, key: &str) -> Option<Entry> {
         self.lock().state.get(dataset, key).cloned()
     }
 
     /// How many entries are open.
-    pub fn open_count(&self) -> usize {
+    pub(crate) fn open_count(&self) -> usize {
         self.lock().state.open().count()
     }
 }

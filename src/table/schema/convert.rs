@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorCode};
 
 /// The Arrow field metadata key Parquet field IDs are read into (parquet's
 /// `PARQUET_FIELD_ID_META_KEY`; spelled out to avoid depending on `parquet` here).
-pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
+pub(crate) const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
 
 /// The highest decimal precision Iceberg supports.
 const MAX_DECIMAL_PRECISION: u8 = 38;

@@ -127,7 +127,7 @@ pub struct SchemaMismatch {
 
 impl SchemaMismatch {
     /// The fatal `sink.iceberg_schema_mismatch` error for `table`, listing every violation.
-    pub fn into_error(self, table: &str) -> Error {
+    pub(crate) fn into_error(self, table: &str) -> Error {
         Error::new(
             ErrorCode::SchemaMismatch,
             format!(
@@ -152,7 +152,7 @@ impl std::error::Error for SchemaMismatch {}
 
 /// A compact name for an Iceberg type: `int`, `decimal(10,2)`, `struct<a:int,b:string>`,
 /// `list<int>`, `map<string,long>`.
-pub fn describe_type(ty: &Type) -> String {
+pub(crate) fn describe_type(ty: &Type) -> String {
     match ty {
         Type::Primitive(p) => describe_primitive(p),
         Type::Struct(s) => {
@@ -207,14 +207,14 @@ pub fn merge(
 /// The field IDs a table has used, from every schema its metadata keeps, with the path and
 /// type each had (the latest schema's, when several had it), and its `last-column-id`.
 #[derive(Debug, Clone, Default)]
-pub struct FieldHistory {
+pub(crate) struct FieldHistory {
     used: HashMap<i32, (i32, String, String)>,
     last_column_id: i32,
 }
 
 impl FieldHistory {
     /// The history of `metadata`'s table.
-    pub fn of(metadata: &iceberg::spec::TableMetadata) -> Self {
+    pub(crate) fn of(metadata: &iceberg::spec::TableMetadata) -> Self {
         Self::of_schemas(
             metadata.schemas_iter().map(|s| s.as_ref()),
             metadata.last_column_id(),
@@ -222,7 +222,7 @@ impl FieldHistory {
     }
 
     /// The history of a table with `schemas` and `last_column_id`.
-    pub fn of_schemas<'a>(
+    pub(crate) fn of_schemas<'a>(
         schemas: impl IntoIterator<Item = &'a Schema>,
         last_column_id: i32,
     ) -> Self {
@@ -260,7 +260,7 @@ impl FieldHistory {
 /// On success the evolved schema (if any) has schema ID `next_schema_id`, the table's identifier
 /// field IDs, and a highest field ID that covers every added field. On failure every violation is
 /// listed, not only the first.
-pub fn merge_table(
+pub(crate) fn merge_table(
     table: &Schema,
     history: &FieldHistory,
     file: &Schema,

@@ -1,5 +1,5 @@
 //! Segment schemas: a footer as an Iceberg schema (`convert`), merged into the table's by field ID
 //! (`merge`).
 
-pub mod convert;
+pub(crate) mod convert;
 pub mod merge;

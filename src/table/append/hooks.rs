@@ -1,7 +1,7 @@
-//! Seams for the project's own tests: a hook before each append commit and a clock, called by
-//! the committer. Not part of the API (hidden from the docs); production code never sets them.
-//! Tests reach them as `thadam_iceberg::testing::{BeforeAppend, Hooks}` through
-//! [`Tuning::hooks`](crate::actors::tuning::Tuning::hooks).
+//! Seams for the project's own tests: a hook before each append commit (called by the
+//! transaction) and a clock (snapshot retention ages snapshots by it). Production code never
+//! sets them. Tests reach them as `thadam_iceberg::testing::{BeforeAppend, Hooks}` through
+//! `Tuning::hooks`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,10 +9,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iceberg::table::Table;
 
+use super::ReadySegment;
 use crate::catalog::TableName;
-use crate::table::append::ReadySegment;
 
-/// Called by a committer right before it sends an append commit, with the table it is about to
+/// Called right before an append commit is sent, with the table it is about to
 /// commit on and the segments it is about to append. Lets tests make another writer win the race
 /// deterministically (the spec's in-process conflict test).
 #[async_trait]

@@ -1,0 +1,749 @@
+//! The pace of a table's commits: one [`Pacer`] per table owns everything that decides when the
+//! next batch of this registrar may start (the adaptive interval, the fleet's lanes and slots,
+//! the round trip, courtesy towards other kinds of writers), from what the table's snapshots tell
+//! about who else commits to it. The policies themselves are pure and tested below.
+//!
+//! **Adaptive pace** ([`Pace`]): a fleet of registrars on one table collides when each commits
+//! as soon as it has something: with N writers and a commit window W (load → the catalog's
+//! answer), a commit conflicts with probability about 1 - e^(-λW), λ being the others' commit
+//! rate. Each writer therefore widens its interval when its commits conflict and narrows it when
+//! they land cleanly, in proportion to the interval itself (multiplicative both ways, so the rule
+//! is the same at 100 ms and at 10 s). The equilibrium is a conflict probability, not an
+//! interval: a writer widens by [`WIDEN`] per 409 and narrows by [`NARROW`] per clean commit,
+//! which balances where p · ln(WIDEN) = (1 - p) · -ln(NARROW), p ≈ 0.15, i.e. about 0.18 409s
+//! per landed commit, whatever N and W are; the interval follows, about (N - 1) · W / p. Every
+//! writer applies the same rule to the same signal, so the fleet converges on equal shares
+//! (fewer, larger commits) instead of starving its unlucky members.
+//!
+//! Only conflicts with other registrars widen it (told apart by the `thadam.writer` of the
+//! snapshots that won): a Spark job or a pyiceberg script does not slow down when we do, so
+//! widening against it would only add latency (a prompt retry is the answer there). A lone
+//! writer never conflicts, so its interval stays zero and nothing changes for it.
+//! `commit.min_interval` stays a floor; the interval is jittered (±50%) so that writers that
+//! reached the same interval do not commit in lockstep.
+//!
+//! **Slots** ([`Fleet`]): once two or more registrars' lanes are seen in the table, they take
+//! turns on a wall-clock grid instead, and the adaptive pace only covers tables without lanes.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use iceberg::spec::TableMetadata;
+
+use crate::table::committed::{WATERMARK_KEY, WRITER};
+
+/// How many commits load the table first after another writer's commit was seen.
+const LOAD_FIRST_FOR: u32 = 16;
+
+/// How far back a load looks for who committed since the version held.
+const WRITERS_LOOKBACK: usize = 64;
+
+/// The most snapshots read for lanes after one load or commit.
+const LANES_LOOKBACK: usize = 256;
+
+/// The most watermark properties remembered as this registrar's own.
+const OWN_WATERMARKS: usize = 64;
+
+/// While another kind of writer has committed to the table within [`COURTESY_MEMORY_MS`], the
+/// registrar leaves at least this long between the starts of its commits: such writers build a
+/// commit slowly (seconds, in Python or Spark) and give up after a few 409s (pyiceberg and Java
+/// retry 4 times), so a registrar committing ten times a second would starve them.
+const COURTESY_GAP: Duration = Duration::from_secs(1);
+const COURTESY_MEMORY_MS: i64 = 60_000;
+
+/// When a table's next batch may start, and what its commits tell other registrars.
+#[derive(Debug)]
+pub(super) struct Pacer {
+    /// The table, for the gauge.
+    table: String,
+    /// `commit.min_interval`: the least gap between the starts of two batches.
+    floor: Duration,
+    /// The adaptive commit interval (while no slots are known).
+    pace: Pace,
+    /// Other registrars committing to the table, and the slots they share.
+    fleet: Fleet,
+    /// This committer's round trip (load → answer), smoothed, in ms.
+    round_trip_ms: Option<f64>,
+    /// The slot this committer needs ([`desired_slot`]), published with each commit: the
+    /// fleet's slot is the largest.
+    slot_ms: u64,
+    /// The newest snapshot whose lane was read, so that a walk stops there.
+    lanes_read_to: Option<i64>,
+    /// The watermark properties this committer's commits raise (one per segment log it reads):
+    /// a lane whose snapshots name one of them wrote for the same log, i.e. it is this registrar
+    /// before a restart, not another node.
+    own_watermarks: BTreeSet<String>,
+    /// When (ms since the epoch) a writer that is not a registrar (Spark, pyiceberg, a
+    /// compaction) last committed to the table, as far as the snapshots read tell.
+    other_kind_seen_ms: Option<i64>,
+    /// How many more commits load the table before they are built: set when another writer's
+    /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
+    /// that found none. A lone registrar builds on its own last commit's answer.
+    load_first: u32,
+    /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
+    last_start: Option<Instant>,
+    gap: Duration,
+}
+
+impl Pacer {
+    pub(super) fn new(table: String, floor: Duration) -> Self {
+        Pacer {
+            table,
+            floor,
+            pace: Pace::default(),
+            fleet: Fleet::default(),
+            round_trip_ms: None,
+            slot_ms: 0,
+            lanes_read_to: None,
+            own_watermarks: BTreeSet::new(),
+            other_kind_seen_ms: None,
+            load_first: 0,
+            last_start: None,
+            gap: Duration::ZERO,
+        }
+    }
+
+    /// A batch's first attempt starts now.
+    pub(super) fn batch_started(&mut self, now: Instant) {
+        self.last_start = Some(now);
+    }
+
+    /// How long ago the last batch started, and the gap the next must leave after that start.
+    pub(super) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
+        (
+            self.last_start.map(|t| now.duration_since(t)),
+            self.gap.max(self.floor),
+        )
+    }
+
+    /// Whether the next attempt loads the table before it is built: another writer's commit was
+    /// seen lately, so the version held is most likely stale.
+    pub(super) fn loads_first(&self) -> bool {
+        self.load_first > 0
+    }
+
+    /// The adaptive interval now (the conflict pause is bounded by a few of them).
+    pub(super) fn interval(&self) -> Duration {
+        self.pace.interval()
+    }
+
+    /// The summary keys of this registrar's snapshots: its lane and the slot it needs.
+    pub(super) fn summary(&self) -> [(&'static str, String); 2] {
+        [
+            (LANE, self.fleet.own().to_string()),
+            (SLOT_MS, self.slot_ms.to_string()),
+        ]
+    }
+
+    /// A watermark property this registrar's commits raise (see `own_watermarks`).
+    pub(super) fn own_watermark(&mut self, property: &str) {
+        if self.own_watermarks.len() < OWN_WATERMARKS {
+            self.own_watermarks.insert(property.to_string());
+        }
+    }
+
+    /// An append conflicted: another writer is active, the next attempts load first.
+    pub(super) fn conflicted(&mut self) {
+        self.load_first = LOAD_FIRST_FOR;
+    }
+
+    /// After a load, what it says about other writers, given the current snapshot of the version
+    /// held before it (`held`) and whether the last attempt conflicted: commits not ours keep the
+    /// committer loading first; and when the conflict was won by another registrar (a fleet on
+    /// one table), the pace widens. A conflict with another kind of writer (a Spark job,
+    /// pyiceberg) does not: it does not slow down when we do, so widening would only add
+    /// latency; the prompt retry is the answer to it. Then the lanes the load brought are read.
+    pub(super) fn loaded(&mut self, metadata: &TableMetadata, held: Option<i64>, conflicted: bool) {
+        if metadata.current_snapshot_id() == held {
+            self.load_first = self.load_first.saturating_sub(1);
+        } else {
+            self.load_first = LOAD_FIRST_FOR;
+            if conflicted && registrar_committed_since(metadata, held) {
+                self.pace.conflicted();
+                self.publish();
+            }
+        }
+        self.read_lanes(metadata);
+    }
+
+    /// A commit landed (`metadata` is the table after it) after a round trip of `round_trip_ms`
+    /// (load or build → answer); `first_attempt`: it landed without a failure before it. The
+    /// pace narrows, the lanes are read, and the gap to the next batch is set.
+    pub(super) fn landed(
+        &mut self,
+        metadata: &TableMetadata,
+        round_trip_ms: f64,
+        first_attempt: bool,
+    ) {
+        let smoothed = match self.round_trip_ms {
+            Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
+            None => round_trip_ms,
+        };
+        self.round_trip_ms = Some(smoothed);
+        self.slot_ms = desired_slot(self.slot_ms, smoothed);
+        if first_attempt {
+            self.pace.landed_clean();
+        }
+        self.read_lanes(metadata);
+        self.gap = self.next_gap();
+        self.publish();
+    }
+
+    /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
+    /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
+    fn read_lanes(&mut self, metadata: &TableMetadata) {
+        let newest = metadata.current_snapshot_id();
+        let horizon = chrono::Utc::now().timestamp_millis() - LANE_MEMORY_MS;
+        let mut at = metadata.current_snapshot();
+        for _ in 0..LANES_LOOKBACK {
+            let Some(snapshot) = at else {
+                break;
+            };
+            if Some(snapshot.snapshot_id()) == self.lanes_read_to
+                || snapshot.timestamp_ms() < horizon
+            {
+                break;
+            }
+            let summary = &snapshot.summary().additional_properties;
+            if !summary.contains_key(WRITER) {
+                let at = snapshot.timestamp_ms();
+                self.other_kind_seen_ms = Some(self.other_kind_seen_ms.map_or(at, |s| s.max(at)));
+            }
+            if let Some(lane) = summary.get(LANE) {
+                if summary
+                    .get(WATERMARK_KEY)
+                    .is_some_and(|w| self.own_watermarks.contains(w))
+                {
+                    self.fleet.same_log(lane);
+                }
+                let slot = summary
+                    .get(SLOT_MS)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                self.fleet.observe(lane, snapshot.timestamp_ms(), slot);
+            }
+            at = snapshot
+                .parent_snapshot_id()
+                .and_then(|p| metadata.snapshot_by_id(p));
+        }
+        self.lanes_read_to = newest;
+    }
+
+    /// The gap after the start of the commit that just landed before the next may start: to
+    /// this registrar's next slot when other registrars share the table (see [`Fleet`]), else the
+    /// adaptive pace; never below the floor (`commit.min_interval`), nor below [`COURTESY_GAP`]
+    /// while another kind of writer commits to the table.
+    fn next_gap(&self) -> Duration {
+        let now = Instant::now();
+        let since_start = self
+            .last_start
+            .map_or(Duration::ZERO, |s| now.duration_since(s));
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let gap = match self.fleet.next_start(now_ms) {
+            Some((start, slot)) => {
+                tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
+                since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
+            }
+            None => self.pace.gap(Duration::ZERO, rand::random()),
+        };
+        let courtesy = self
+            .other_kind_seen_ms
+            .filter(|seen| now_ms.saturating_sub(*seen) <= COURTESY_MEMORY_MS)
+            .map_or(Duration::ZERO, |_| COURTESY_GAP);
+        gap.max(self.floor).max(courtesy)
+    }
+
+    /// The table's commit interval, as a gauge: the slot cycle when registrars take turns,
+    /// else the adaptive pace.
+    fn publish(&self) {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let interval = match self.fleet.cycle_ms(now_ms) {
+            Some(ms) => Duration::from_millis(ms),
+            None => self.pace.interval(),
+        };
+        metrics::gauge!("thadam_iceberg_commit_interval_seconds", "table" => self.table.clone())
+            .set(interval.as_secs_f64());
+    }
+}
+
+/// Whether a snapshot another registrar wrote (`thadam.writer` in its summary) lies between the
+/// table's current snapshot and `since`, looking back at most [`WRITERS_LOOKBACK`] snapshots.
+fn registrar_committed_since(metadata: &TableMetadata, since: Option<i64>) -> bool {
+    let mut at = metadata.current_snapshot();
+    for _ in 0..WRITERS_LOOKBACK {
+        let Some(snapshot) = at else {
+            return false;
+        };
+        if Some(snapshot.snapshot_id()) == since {
+            return false;
+        }
+        if snapshot
+            .summary()
+            .additional_properties
+            .contains_key(WRITER)
+        {
+            return true;
+        }
+        at = snapshot
+            .parent_snapshot_id()
+            .and_then(|p| metadata.snapshot_by_id(p));
+    }
+    false
+}
+
+/// The interval a first conflict sets (from zero, a multiplicative rule needs a first step).
+pub(super) const FIRST_STEP: Duration = Duration::from_millis(100);
+/// The interval is multiplied by this per 409.
+pub(super) const WIDEN: f64 = 1.5;
+/// ... and by this per commit that landed at its first attempt.
+pub(super) const NARROW: f64 = 0.93;
+/// Below this the table is taken as not shared any more, and the interval drops to zero.
+pub(super) const OFF_BELOW: Duration = Duration::from_millis(20);
+/// The widest interval: however many writers share the table, one commits at least this often
+/// (a bound on the latency the pacing adds; beyond it conflicts rise instead).
+pub(super) const CEILING: Duration = Duration::from_secs(30);
+
+/// A table's adaptive commit interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Pace {
+    interval: Duration,
+}
+
+impl Pace {
+    /// The adaptive interval now (zero while nobody else commits to the table).
+    pub(super) fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// A commit was refused with a 409: widen.
+    pub(super) fn conflicted(&mut self) {
+        self.interval = self.interval.mul_f64(WIDEN).max(FIRST_STEP).min(CEILING);
+    }
+
+    /// A commit landed at its first attempt: narrow.
+    pub(super) fn landed_clean(&mut self) {
+        let narrowed = self.interval.mul_f64(NARROW);
+        self.interval = if narrowed < OFF_BELOW {
+            Duration::ZERO
+        } else {
+            narrowed
+        };
+    }
+
+    /// The gap to leave after the start of a commit before the next one starts: the interval
+    /// jittered by `unit` (a uniform draw in [0, 1)) over ±50%, never below `floor`
+    /// (`commit.min_interval`).
+    pub(super) fn gap(&self, floor: Duration, unit: f64) -> Duration {
+        self.interval.mul_f64(0.5 + unit.clamp(0.0, 1.0)).max(floor)
+    }
+}
+
+/// Snapshot summary key: the lane of the registrar that wrote the snapshot (a random id per
+/// committer, i.e. per process and table), so that registrars sharing a table can count each
+/// other and take turns.
+pub(crate) const LANE: &str = "thadam.lane";
+/// Snapshot summary key: the slot length that registrar needs (from its commit round trip, see
+/// [`desired_slot`]), in ms: the fleet's slot is the largest of them.
+pub(crate) const SLOT_MS: &str = "thadam.slot-ms";
+
+/// How long a lane counts as present after its last snapshot.
+pub(super) const LANE_MEMORY_MS: i64 = 60_000;
+/// The most lanes remembered (a bound on memory whatever happens to the table).
+pub(super) const MAX_LANES: usize = 1024;
+/// Slot lengths are multiples of this.
+pub(super) const SLOT_UNIT_MS: u64 = 50;
+pub(super) const MIN_SLOT_MS: u64 = 100;
+pub(super) const MAX_SLOT_MS: u64 = 5_000;
+
+/// Registrars sharing a table, as this committer has seen them in the table's snapshots, and its
+/// own lane. With two or more lanes the table's commits are slotted: time is cut into slots of
+/// one agreed length (the largest slot the lanes publish, see [`desired_slot`]) on the wall
+/// clock's grid, and lane k of N (by the lanes' sorted ids) starts its commits in the slots
+/// whose index is k modulo N. Every registrar computes the same grid from the same snapshots,
+/// so a fleet takes turns instead of colliding: one commit per slot, each node once per cycle
+/// of N slots, and no 409 unless a commit overruns its slot or a clock is off (then the prompt
+/// retry settles it). Random pacing cannot do this: at N nodes a random commit conflicts with
+/// probability 1 - e^(-(N-1)·W/I), so a low conflict rate costs an interval linear in N·W with
+/// a large constant; slots cost exactly N slots.
+#[derive(Debug, Clone)]
+pub(super) struct Fleet {
+    own: String,
+    /// Lane → (when it last committed, ms since the epoch; the slot it needs, ms).
+    lanes: std::collections::BTreeMap<String, (i64, u64)>,
+    /// Lanes that wrote for the same segment log as this one: this registrar before a restart
+    /// (or a warm-up run, or an active-active twin), not another node to take turns with.
+    same_log: std::collections::BTreeSet<String>,
+}
+
+impl Default for Fleet {
+    /// A fresh lane: 12 random hex digits.
+    fn default() -> Self {
+        Fleet::new(uuid::Uuid::new_v4().simple().to_string()[..12].to_string())
+    }
+}
+
+impl Fleet {
+    pub(super) fn new(own: String) -> Self {
+        Fleet {
+            own,
+            lanes: std::collections::BTreeMap::new(),
+            same_log: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
+    /// lanes).
+    pub(super) fn same_log(&mut self, lane: &str) {
+        if lane != self.own && self.same_log.len() < MAX_LANES {
+            self.same_log.insert(lane.to_string());
+        }
+    }
+
+    pub(super) fn own(&self) -> &str {
+        &self.own
+    }
+
+    /// Notes a snapshot of `lane` committed at `at_ms` by a registrar that needs slots of
+    /// `slot_ms`.
+    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
+        if let Some(seen) = self.lanes.get_mut(lane) {
+            if at_ms >= seen.0 {
+                *seen = (at_ms, slot_ms);
+            }
+            return;
+        }
+        if self.lanes.len() >= MAX_LANES {
+            // The lane seen longest ago makes room.
+            if let Some(oldest) = self
+                .lanes
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+            {
+                self.lanes.remove(&oldest);
+            }
+        }
+        self.lanes.insert(lane.to_string(), (at_ms, slot_ms));
+    }
+
+    /// The lanes present at `now_ms` (seen within [`LANE_MEMORY_MS`]), our own always among them.
+    fn present(&self, now_ms: i64) -> Vec<(&str, u64)> {
+        let mut present: Vec<(&str, u64)> = self
+            .lanes
+            .iter()
+            .filter(|(lane, (at, _))| {
+                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
+            })
+            .map(|(lane, (_, rt))| (lane.as_str(), *rt))
+            .collect();
+        if !self.lanes.contains_key(&self.own) {
+            present.push((self.own.as_str(), 0));
+            present.sort_unstable();
+        }
+        present
+    }
+
+    /// The length of a cycle (every lane's slot once), in ms; `None` while not slotted.
+    pub(super) fn cycle_ms(&self, now_ms: i64) -> Option<u64> {
+        let present = self.present(now_ms);
+        if !self.others_present(&present) {
+            return None;
+        }
+        Some(fleet_slot(&present).saturating_mul(present.len() as u64))
+    }
+
+    /// Whether a lane of another node is present: lanes of this registrar's own log (its run
+    /// before a restart) do not count, so a lone registrar is never slotted.
+    fn others_present(&self, present: &[(&str, u64)]) -> bool {
+        present
+            .iter()
+            .any(|(lane, _)| *lane != self.own && !self.same_log.contains(*lane))
+    }
+
+    /// When this lane's next commit may start (ms since the epoch), at or after `now_ms`, with
+    /// the slot length; `None` while no other registrar commits to the table. Lanes of this
+    /// registrar's own log keep their ranks (the other nodes still count them, for a minute, and
+    /// every node must rank the same lanes), and their slots are this registrar's too.
+    pub(super) fn next_start(&self, now_ms: i64) -> Option<(i64, u64)> {
+        let present = self.present(now_ms);
+        if !self.others_present(&present) {
+            return None;
+        }
+        let slot = fleet_slot(&present);
+        present
+            .iter()
+            .enumerate()
+            .filter(|(_, (lane, _))| *lane == self.own || self.same_log.contains(*lane))
+            .map(|(rank, _)| next_slot(now_ms, slot, present.len(), rank))
+            .min()
+            .map(|start| (start, slot))
+    }
+}
+
+/// The slot every lane uses: the largest any of them needs.
+fn fleet_slot(present: &[(&str, u64)]) -> u64 {
+    present
+        .iter()
+        .map(|(_, slot)| *slot)
+        .max()
+        .unwrap_or(0)
+        .clamp(MIN_SLOT_MS, MAX_SLOT_MS)
+}
+
+/// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
+/// needs, given the slot it published last (`current`): one and a half round trips in
+/// [`SLOT_UNIT_MS`] steps, raised at once when the round trip needs more, lowered only when it
+/// needs half or less. The hysteresis keeps the published value, and so the fleet's grid, from
+/// flickering with every commit's round trip: nodes that read each other's values at different
+/// moments still agree.
+pub(super) fn desired_slot(current: u64, round_trip_ms: f64) -> u64 {
+    let need = (round_trip_ms.max(0.0) * 1.5).ceil() as u64;
+    let rounded = need
+        .div_ceil(SLOT_UNIT_MS)
+        .saturating_mul(SLOT_UNIT_MS)
+        .clamp(MIN_SLOT_MS, MAX_SLOT_MS);
+    if current == 0 || rounded > current || rounded.saturating_mul(2) <= current {
+        rounded
+    } else {
+        current
+    }
+}
+
+/// The start (ms since the epoch) of the first slot at or after `now_ms` whose index on the
+/// grid of `slot` ms is `rank` modulo `lanes`.
+pub(super) fn next_slot(now_ms: i64, slot: u64, lanes: usize, rank: usize) -> i64 {
+    let slot = i64::try_from(slot.max(1)).unwrap_or(i64::MAX);
+    let lanes = i64::try_from(lanes.max(1)).unwrap_or(1);
+    let rank = i64::try_from(rank).unwrap_or(0) % lanes;
+    let index = now_ms.div_euclid(slot);
+    let current = index.rem_euclid(lanes);
+    let mut ahead = (rank - current).rem_euclid(lanes);
+    if ahead == 0 && now_ms > index * slot {
+        // Our slot has begun already: wait for the next cycle's.
+        ahead = lanes;
+    }
+    (index + ahead) * slot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// Snapshots 1..=n in a chain; those in `registrar` carry `thadam.writer`.
+    fn chain(n: i64, registrar: &[i64]) -> TableMetadata {
+        let snapshots: Vec<Value> = (1..=n)
+            .map(|id| {
+                let mut summary = json!({"operation": "append"});
+                if registrar.contains(&id) {
+                    summary[WRITER] = json!("thadam-iceberg/s/p");
+                }
+                let mut s = json!({
+                    "snapshot-id": id, "sequence-number": id, "timestamp-ms": 1_000 + id,
+                    "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+                    "summary": summary, "schema-id": 0,
+                });
+                if id > 1 {
+                    s["parent-snapshot-id"] = json!(id - 1);
+                }
+                s
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "format-version": 2, "table-uuid": "5f4a6c48-0c3a-4a2c-9e61-3c1b8f2d1e11",
+            "location": "s3://b/t", "last-sequence-number": n, "last-updated-ms": 2_000,
+            "last-column-id": 1, "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "long"}]}],
+            "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999, "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
+            "current-snapshot-id": n, "snapshots": snapshots,
+            "refs": {"main": {"snapshot-id": n, "type": "branch"}},
+        }))
+        .expect("test metadata")
+    }
+
+    #[test]
+    fn a_conflict_counts_for_the_pace_only_when_a_registrar_won_it() {
+        // Since snapshot 3: 4 and 5 were written by pyiceberg, Spark...: not a fleet.
+        assert!(!registrar_committed_since(&chain(5, &[1, 2, 3]), Some(3)));
+        // ... one of them by another registrar: a fleet.
+        assert!(registrar_committed_since(&chain(5, &[1, 4]), Some(3)));
+        // Older registrar snapshots do not count; an empty table's first snapshot does.
+        assert!(!registrar_committed_since(&chain(5, &[1, 2]), Some(3)));
+        assert!(registrar_committed_since(&chain(1, &[1]), None));
+        // Bounded: a registrar snapshot beyond the look-back is not searched for.
+        let long = WRITERS_LOOKBACK as i64 + 10;
+        assert!(!registrar_committed_since(&chain(long, &[2]), Some(1)));
+    }
+
+    #[test]
+    fn a_pacer_widens_only_for_a_conflict_another_registrar_won_and_loads_first_after_others() {
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO);
+        assert!(!p.loads_first());
+        // A load that found pyiceberg's commits since snapshot 3: load first, no widening.
+        p.loaded(&chain(5, &[1, 2, 3]), Some(3), true);
+        assert!(p.loads_first());
+        assert_eq!(p.interval(), Duration::ZERO);
+        // One won by another registrar after a conflict: the pace widens.
+        p.loaded(&chain(6, &[6]), Some(5), true);
+        assert_eq!(p.interval(), FIRST_STEP);
+        // Loads that find nothing new count the loading-first down.
+        for _ in 0..LOAD_FIRST_FOR {
+            p.loaded(&chain(6, &[6]), Some(6), false);
+        }
+        assert!(!p.loads_first());
+    }
+
+    #[test]
+    fn a_lone_writer_is_never_paced() {
+        let mut pace = Pace::default();
+        for _ in 0..100 {
+            pace.landed_clean();
+        }
+        assert_eq!(pace.interval(), Duration::ZERO);
+        assert_eq!(pace.gap(Duration::ZERO, 0.9), Duration::ZERO);
+        // commit.min_interval stays the floor.
+        assert_eq!(
+            pace.gap(Duration::from_millis(300), 0.9),
+            Duration::from_millis(300)
+        );
+    }
+
+    #[test]
+    fn conflicts_widen_multiplicatively_up_to_the_ceiling() {
+        let mut pace = Pace::default();
+        pace.conflicted();
+        assert_eq!(pace.interval(), FIRST_STEP);
+        pace.conflicted();
+        assert_eq!(pace.interval(), Duration::from_millis(150));
+        for _ in 0..100 {
+            pace.conflicted();
+        }
+        assert_eq!(pace.interval(), CEILING);
+    }
+
+    #[test]
+    fn clean_commits_narrow_it_back_to_zero() {
+        let mut pace = Pace::default();
+        for _ in 0..10 {
+            pace.conflicted();
+        }
+        let wide = pace.interval();
+        pace.landed_clean();
+        assert_eq!(pace.interval(), wide.mul_f64(NARROW));
+        let mut steps = 1;
+        while !pace.interval().is_zero() {
+            pace.landed_clean();
+            steps += 1;
+            assert!(
+                steps < 200,
+                "narrows to zero in a bounded number of commits"
+            );
+        }
+        assert_eq!(pace.interval(), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_equilibrium_is_a_conflict_rate_of_about_fifteen_percent() {
+        // Widening per conflict balances narrowing per clean commit where
+        // p·ln(WIDEN) = (1-p)·(-ln NARROW).
+        let p = -NARROW.ln() / (WIDEN.ln() - NARROW.ln());
+        assert!((0.12..0.18).contains(&p), "p = {p}");
+        // In 409s per landed commit (the target: at most 0.3).
+        assert!(p / (1.0 - p) < 0.25);
+    }
+
+    #[test]
+    fn the_gap_is_jittered_around_the_interval() {
+        let mut pace = Pace::default();
+        for _ in 0..6 {
+            pace.conflicted();
+        }
+        let i = pace.interval();
+        assert_eq!(pace.gap(Duration::ZERO, 0.0), i.mul_f64(0.5));
+        assert_eq!(pace.gap(Duration::ZERO, 0.5), i);
+        assert!(pace.gap(Duration::ZERO, 0.999) < i.mul_f64(1.5));
+    }
+
+    #[test]
+    fn a_slot_is_one_and_a_half_round_trips_and_does_not_flicker() {
+        assert_eq!(desired_slot(0, 0.0), MIN_SLOT_MS);
+        assert_eq!(desired_slot(0, 40.0), 100);
+        assert_eq!(desired_slot(0, 70.0), 150);
+        assert_eq!(desired_slot(0, 60_000.0), MAX_SLOT_MS);
+        // Raised at once...
+        assert_eq!(desired_slot(150, 110.0), 200);
+        // ... but not lowered for a round trip that is only a little shorter.
+        assert_eq!(desired_slot(200, 90.0), 200);
+        assert_eq!(desired_slot(200, 70.0), 200);
+        // Lowered when it needs half or less.
+        assert_eq!(desired_slot(400, 60.0), 100);
+    }
+
+    #[test]
+    fn each_lane_starts_in_its_own_slot_once_per_cycle() {
+        // 4 lanes, 100 ms slots: lane 2 owns [200, 300), [600, 700), ...
+        assert_eq!(next_slot(0, 100, 4, 2), 200);
+        assert_eq!(next_slot(199, 100, 4, 2), 200);
+        assert_eq!(next_slot(200, 100, 4, 2), 200);
+        assert_eq!(next_slot(201, 100, 4, 2), 600);
+        assert_eq!(next_slot(650, 100, 4, 2), 1_000);
+        assert_eq!(next_slot(650, 100, 4, 3), 700);
+        // Every lane gets exactly one slot per cycle, and no two the same.
+        let starts: Vec<i64> = (0..4).map(|r| next_slot(1_000, 100, 4, r)).collect();
+        assert_eq!(starts, [1_200, 1_300, 1_000, 1_100]);
+    }
+
+    #[test]
+    fn a_lone_registrar_has_no_slots_and_a_fleet_agrees_on_one_grid() {
+        let now = 1_000_000;
+        let mut a = Fleet::new("a".into());
+        assert_eq!(a.next_start(now), None);
+        a.observe("a", now - 10, 100);
+        assert_eq!(a.next_start(now), None, "only itself");
+        a.observe("c", now - 1_000, 200);
+        a.observe("b", now - 2_000, 150);
+        let mut c = Fleet::new("c".into());
+        c.observe("a", now - 10, 100);
+        c.observe("b", now - 2_000, 150);
+        c.observe("c", now - 1_000, 200);
+        let (sa, slot_a) = a.next_start(now).expect("slotted");
+        let (sc, slot_c) = c.next_start(now).expect("slotted");
+        // One slot length (the largest published), different slots.
+        assert_eq!((slot_a, slot_c), (200, 200));
+        assert_ne!(sa, sc);
+        assert_eq!((sa / 200).rem_euclid(3), 0);
+        assert_eq!((sc / 200).rem_euclid(3), 2);
+        // A lane that wrote for our own log (our previous run) is not another node...
+        let mut d = a.clone();
+        d.same_log("b");
+        d.same_log("c");
+        assert_eq!(d.next_start(now), None);
+        // ... but keeps its rank among other nodes' lanes, and its slots are ours too.
+        let mut e = a.clone();
+        e.same_log("b");
+        let (se, _) = e.next_start(now).expect("slotted: c is another node");
+        assert!(se <= sa);
+        assert!(
+            [0, 1].contains(&(se / 200).rem_euclid(3)),
+            "a's or b's slot"
+        );
+        // A lane not seen for a minute no longer counts.
+        let later = now + LANE_MEMORY_MS + 5_000;
+        a.observe("a", later, 100);
+        assert_eq!(a.next_start(later), None);
+    }
+
+    #[test]
+    fn the_lanes_remembered_are_bounded() {
+        let mut f = Fleet::new("own".into());
+        for i in 0..(MAX_LANES as i64 + 50) {
+            f.observe(&format!("lane{i}"), i, 10);
+        }
+        assert_eq!(f.lanes.len(), MAX_LANES);
+        assert!(f.lanes.contains_key(&format!("lane{}", MAX_LANES + 49)));
+        assert!(!f.lanes.contains_key("lane0"));
+    }
+}

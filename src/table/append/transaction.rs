@@ -1,0 +1,760 @@
+//! One batch's append, attempt by attempt. Read top to bottom, [`BatchCommit::attempt`] is the
+//! whole commit path, in the order things happen:
+//!
+//! 0. **Resend**: a commit whose answer was lost (or that never left) goes again as it was, same
+//!    bytes and `Idempotency-Key` (see [`retry::resend`]), without a reload.
+//! 1. **Hold or load**: on a table others commit to (or after a failed attempt), write what the
+//!    attempt needs on the version held (the new files' manifest; merges on a batch's first
+//!    attempt), then load the table: the merge stays outside the window between the load and
+//!    the commit. A lone registrar builds on its own last commit's answer.
+//! 2. **Filter** the batch against the table as it is now (the committed set), so that a segment
+//!    another writer or an earlier attempt registered is never appended again.
+//! 3. **Schema**: make the table ready for the files (its creation, and schema changes, which are
+//!    commits of their own, sent and classified here like the append); a file no table can take
+//!    is a bad segment.
+//! 4. **Build** the append, reusing what earlier attempts of the batch wrote.
+//! 5. **Send** it, and **classify** the answer once, here ([`retry::classify`]).
+//! 6. **Landed**: take the answer, pace the next batch, delete what the batch wrote and the table
+//!    does not reference. **Failed**: the retention probe, then [`retry::after_failure`] says
+//!    what next: stop, or the pause before the next attempt, which the committer schedules as a
+//!    message to itself (so that footers and segments that arrive meanwhile join it). A refused
+//!    attempt's files are deleted at once, an unknown outcome's never.
+//!
+//! What lives across the attempts of a batch is here too: its retry (failures in a row, when it
+//! may go), the commit to resend, what its attempts wrote ([`AppendAttempts`]), whether the
+//! catalog takes snapshot removals ([`RetentionProbe`]), and the table's [`Pacer`]. The table
+//! itself and its committed set are the committer's [`HeldTable`], lent to each attempt.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use iceberg::spec::TableMetadataRef;
+use iceberg::table::Table;
+
+use super::attempts::AppendAttempts;
+use super::pacing::Pacer;
+use super::producer::{AppendCommit, prepare_append};
+use super::retry::{
+    self, Failure, FailureCounts, Next, after_failure, classify, classify_build, outcome_label,
+};
+use super::{ReadySegment, data_file};
+use crate::catalog::{CommitRequest, TableName};
+use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::footer::SegmentFooter;
+use crate::protocol::messages::SchemaReconciled;
+use crate::protocol::segment::UploadedSegment;
+use crate::runtime::backoff::delay_for;
+use crate::runtime::retry::{Op, SLOW_WARNING_AFTER, count_retry, note_retry};
+use crate::table::committed::Decision;
+use crate::table::env::Env;
+use crate::table::held::{HeldTable, LocalRecords};
+use crate::table::quarantine::is_about_the_file;
+use crate::table::retention;
+
+/// Makes the table ready for a file: creates it, or says which schema commit makes it fit (the
+/// table's schema merger; the transaction sends that commit itself).
+#[async_trait]
+pub(crate) trait Schemas: Send + Sync {
+    async fn reconcile(
+        &self,
+        current: Option<TableMetadataRef>,
+        footer: Arc<SegmentFooter>,
+    ) -> Result<SchemaReconciled>;
+}
+
+/// What the committer hands an attempt, besides the table.
+pub(crate) struct AttemptInput<'a> {
+    /// The ready prefix of the queue, in catalog order.
+    pub batch: &'a [ReadySegment],
+    /// How many segments wait for the table in all (for the log).
+    pub waiting: usize,
+    /// The fingerprint of the record at a seq of a log, when the committer holds it (to check a
+    /// watermark another writer of the same log moved, without reading the log).
+    pub local: LocalRecords<'a>,
+}
+
+/// What an attempt came to. A fatal failure (or a stop) is the attempt's `Err`.
+#[derive(Debug)]
+pub(crate) struct Attempted {
+    /// Segments of the batch the table turned out to hold already (another writer, an earlier
+    /// attempt whose answer was lost): they leave the queue as skipped.
+    pub found: Vec<UploadedSegment>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The segments are in the table: they leave the queue as registered. `started`: when the
+    /// batch's first attempt started.
+    Landed {
+        segments: Vec<ReadySegment>,
+        started: Instant,
+    },
+    /// Everything the batch held was in the table already.
+    AlreadyRegistered,
+    /// The attempt failed and may be repeated after this pause (with whatever is ready then).
+    RetryAfter(Duration),
+    /// The segment at `seq` cannot be registered, for a reason about its file.
+    BadSegment { seq: u64, error: Error },
+}
+
+/// Which kind of commit failed (they count and pace differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Append,
+    Schema,
+}
+
+/// A batch whose last attempt failed.
+#[derive(Debug)]
+struct Retry {
+    counts: FailureCounts,
+    /// The last failure was a 409 on an append (the load before the next attempt tells whether
+    /// another registrar won it, for the pace).
+    conflicted: bool,
+    /// The next attempt goes no earlier.
+    at: Instant,
+    /// When the batch's first attempt started.
+    started: Instant,
+    /// Its failures were warned about as slow already.
+    warned: bool,
+}
+
+/// An append commit sent (or about to be), with what it needs when the answer comes.
+struct Sent {
+    request: CommitRequest,
+    /// The version it was built on.
+    base: Table,
+    segments: Vec<ReadySegment>,
+    watermark: Option<(String, String)>,
+    /// Snapshots it removes (snapshot retention), and the segment ids they list.
+    expire: retention::Plan,
+    /// The files of this batch it references, and its manifest list.
+    files: Vec<String>,
+    manifest_list: String,
+    /// The generation of the vended credentials its manifests were written with.
+    vended: Option<u64>,
+    /// When the window between the load (or the build) and the answer opened.
+    window_start: Instant,
+    /// How many times it was sent again as it is.
+    resends: u32,
+}
+
+/// Catalogs that manage snapshots themselves refuse `remove-snapshots` (Project Nessie answers
+/// 500 "Nessie Catalog does not allow external snapshot management"), and a 500 on a commit
+/// reads as "outcome unknown". So the cause is told by what happens, not by the message: after
+/// an attempt that carried `remove-snapshots` failed (not a conflict), the next goes without
+/// it; if that one lands, the catalog refused the removal, and retention is off for this table
+/// from then on (one warning, `thadam_iceberg_snapshot_retention_refused_total`).
+#[derive(Debug, Default)]
+struct RetentionProbe {
+    /// The catalog refused `remove-snapshots`: this table keeps whatever the catalog keeps.
+    off: bool,
+    /// The failure of the last attempt that carried `remove-snapshots`; the attempt now going
+    /// without it tells whether it was the cause.
+    probing: Option<String>,
+}
+
+/// A table's append transaction (see the module docs).
+pub(crate) struct BatchCommit {
+    name: TableName,
+    retry: Option<Retry>,
+    /// The last append to send again as it is.
+    resend: Option<Sent>,
+    /// What the current batch's attempts wrote.
+    written: AppendAttempts,
+    retention: RetentionProbe,
+    pacer: Pacer,
+}
+
+impl BatchCommit {
+    /// `min_interval`: `commit.min_interval`, the least gap between two batches' starts.
+    pub(crate) fn new(name: TableName, min_interval: Duration) -> Self {
+        BatchCommit {
+            pacer: Pacer::new(name.to_string(), min_interval),
+            name,
+            retry: None,
+            resend: None,
+            written: AppendAttempts::default(),
+            retention: RetentionProbe::default(),
+        }
+    }
+
+    /// When the next attempt of a failed batch may go; `None` while no batch is failing.
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        self.retry.as_ref().map(|r| r.at)
+    }
+
+    /// How long ago the last batch started, and the gap the next must leave after that start.
+    pub(crate) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
+        self.pacer.spacing(now)
+    }
+
+    /// One attempt at committing the batch. Returns once the batch landed, turned out to be
+    /// registered already, failed with a pause before the next attempt, or holds a bad
+    /// segment; an `Err` only when the failure is fatal (or the registrar stops).
+    pub(crate) async fn attempt(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        schemas: &dyn Schemas,
+        input: AttemptInput<'_>,
+    ) -> Result<Attempted> {
+        let now = Instant::now();
+        let started = self.retry.as_ref().map_or(now, |r| r.started);
+        if self.retry.is_none() {
+            self.pacer.batch_started(now);
+        }
+        let mut found = Vec::new();
+        // 0. The last append again, as it was.
+        if let Some(sent) = self.resend.take() {
+            let outcome = self.send(env, held, sent, started, input.waiting).await?;
+            return Ok(Attempted { found, outcome });
+        }
+        // 1. A table others commit to: the version held is most likely stale.
+        let mut window_start = now;
+        if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
+            self.write_ahead(env, held, input.batch).await;
+            let before = held.version().and_then(|(_, snapshot)| snapshot);
+            window_start = Instant::now();
+            held.load(env, true).await?;
+            let conflicted = self
+                .retry
+                .as_mut()
+                .is_some_and(|r| std::mem::take(&mut r.conflicted));
+            if let Some(table) = held.table() {
+                self.pacer.loaded(table.metadata(), before, conflicted);
+            }
+        }
+        let mut candidates = input.batch.to_vec();
+        loop {
+            // 2. What the table still lacks.
+            let todo = self
+                .still_missing(env, held, candidates, input.local, &mut found)
+                .await?;
+            if todo.is_empty() {
+                // Registered already (an earlier attempt whose answer was lost, another writer).
+                self.retry = None;
+                self.batch_over(held, None).await;
+                return Ok(Attempted {
+                    found,
+                    outcome: Outcome::AlreadyRegistered,
+                });
+            }
+            // 3. Creation and schema evolution.
+            let filtered_against = held.version();
+            match self.make_ready(env, held, schemas, &todo).await? {
+                Ready::Yes => {}
+                Ready::Failed(failure) => {
+                    let outcome = self
+                        .give_up_or_retry(env, held, failure, Kind::Schema, started, input.waiting)
+                        .await?;
+                    return Ok(Attempted { found, outcome });
+                }
+                Ready::BadSegment(seq, error) => {
+                    return Ok(Attempted {
+                        found,
+                        outcome: Outcome::BadSegment { seq, error },
+                    });
+                }
+            }
+            if held.version() != filtered_against {
+                // A newer table (created, evolved): what it holds may include some of `todo`.
+                candidates = todo;
+                continue;
+            }
+            let table = held
+                .table()
+                .cloned()
+                .ok_or_else(|| Error::internal("no table after schema reconciliation"))?;
+            // A segment whose rows fit no single partition fails the whole append: find it first.
+            if !table.metadata().default_partition_spec().is_unpartitioned() {
+                for r in &todo {
+                    if let Err(error) = data_file(&table, &env.config.url.bucket, r)
+                        && is_about_the_file(error.code())
+                    {
+                        let outcome = Outcome::BadSegment {
+                            seq: r.segment.seq,
+                            error,
+                        };
+                        return Ok(Attempted { found, outcome });
+                    }
+                }
+            }
+            if let Some(hook) = &env.hooks.before_append {
+                hook.before_append(&self.name, &table, &todo).await;
+            }
+            // 4. Build: the data files, the summary, the watermark, the snapshots to expire.
+            let segments: Vec<&UploadedSegment> = todo.iter().map(|r| &r.segment).collect();
+            let watermark = held.watermark_update(&segments);
+            if let Some((property, _)) = &watermark {
+                self.pacer.own_watermark(property);
+            }
+            // Snapshot retention rides on the append (metadata only; see table::retention),
+            // unless the catalog refused it (or this attempt tells whether it does).
+            let expire = match env.config.snapshot_retention {
+                Some(policy) if !self.retention.off && self.retention.probing.is_none() => {
+                    retention::plan(
+                        &self.name.to_string(),
+                        table.metadata(),
+                        &policy,
+                        env.now_ms(),
+                    )
+                }
+                _ => retention::Plan::default(),
+            };
+            let mut append = prepare_append(
+                &table,
+                &env.config.url.bucket,
+                &env.writer_id(),
+                &todo,
+                watermark.as_ref(),
+                &expire.snapshot_ids,
+            )?;
+            for (key, value) in self.pacer.summary() {
+                append = append.with_summary(key, value);
+            }
+            let vended = held.vended_generation(env);
+            let mut shutdown = env.shutdown.clone();
+            let built = tokio::select! {
+                b = append.build(&mut self.written) => b,
+                // A stop abandons the attempt: nothing was sent.
+                _ = shutdown.requested() => return Err(Error::cancelled()),
+            };
+            let AppendCommit {
+                updates,
+                requirements,
+                files,
+                manifest_list,
+            } = match built {
+                Ok(commit) => commit,
+                Err(e) => match (classify_build(&self.name, &e), vended) {
+                    // S3 refused the manifests written with vended credentials: reload for fresh
+                    // ones (the table handle carries them) and build the append again.
+                    (Failure::Fatal(e), Some(generation)) if e.code() == ErrorCode::AuthFailed => {
+                        held.vended_refused(env, generation, "writing the manifests of an append")
+                            .await?;
+                        if held.vended_generation(env) == Some(generation) {
+                            // Told to retry, but the table still holds those credentials.
+                            held.load(env, true).await?;
+                        }
+                        candidates = todo;
+                        continue;
+                    }
+                    (failure, _) => {
+                        let outcome = self
+                            .give_up_or_retry(
+                                env,
+                                held,
+                                failure,
+                                Kind::Append,
+                                started,
+                                input.waiting,
+                            )
+                            .await?;
+                        return Ok(Attempted { found, outcome });
+                    }
+                },
+            };
+            // 5. Send.
+            let request = env
+                .client
+                .commit_request(&self.name, requirements, updates)?;
+            let sent = Sent {
+                request,
+                base: table,
+                segments: todo,
+                watermark,
+                expire,
+                files,
+                manifest_list,
+                vended,
+                window_start,
+                resends: 0,
+            };
+            let outcome = self.send(env, held, sent, started, input.waiting).await?;
+            return Ok(Attempted { found, outcome });
+        }
+    }
+
+    /// Sends `sent` and takes what comes back: the landed commit, or its failure, classified.
+    async fn send(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        mut sent: Sent,
+        started: Instant,
+        waiting: usize,
+    ) -> Result<Outcome> {
+        if sent.resends == 0 {
+            metrics::histogram!("thadam_iceberg_commit_window_seconds", "table" => self.name.to_string())
+                .record(sent.window_start.elapsed().as_secs_f64());
+        }
+        // From here on the files may be in the table: never deleted unless the catalog refuses.
+        self.written.sent(&sent.files);
+        let mut shutdown = env.shutdown.clone();
+        // A stop abandons a commit in flight: safe, because whether it landed or not, the next
+        // start finds its keys (or not) in the table and does only what is missing; its files
+        // stay (they were marked sent).
+        let answer = tokio::select! {
+            a = env.client.send_commit(&sent.request, Some(&sent.base)) => a,
+            _ = shutdown.requested() => return Err(Error::cancelled()),
+        };
+        // 6. What it means.
+        let failure = match answer {
+            Ok(answer) => return Ok(self.landed(held, sent, answer, started).await),
+            Err(wire) => classify(wire),
+        };
+        let keyed = sent.request.idempotency_key().is_some();
+        if retry::resend(&failure, keyed, sent.resends)
+            && let Failure::Unknown(e) | Failure::NotApplied(e) = &failure
+        {
+            // The same request again, after the backoff; the server replays its answer if the
+            // first one was applied.
+            let what = format!("commit to table {}", self.name);
+            let retry = self.retry.get_or_insert(Retry {
+                counts: FailureCounts::default(),
+                conflicted: false,
+                at: Instant::now(),
+                started,
+                warned: false,
+            });
+            note_retry(Op::Append, e, retry.started, &mut retry.warned, &what);
+            let delay = delay_for(&env.config.retry, sent.resends, e);
+            retry.at = Instant::now() + delay;
+            tracing::warn!(
+                table = %self.name,
+                attempt = sent.resends,
+                ?delay,
+                idempotency_key = keyed,
+                "{what} did not complete ({e}); resending the same request"
+            );
+            sent.resends += 1;
+            self.resend = Some(sent);
+            return Ok(Outcome::RetryAfter(delay));
+        }
+        match &failure {
+            Failure::Unknown(_) => self.written.unknown(),
+            _ => self.written.refused(&sent.files, &sent.manifest_list),
+        }
+        self.delete_stale(&sent.base).await;
+        let failure = self.probe_retention(failure, !sent.expire.snapshot_ids.is_empty());
+        self.give_up_or_retry(env, held, failure, Kind::Append, started, waiting)
+            .await
+    }
+
+    /// The append landed: the table takes the answer, the pace is set for the next batch, and
+    /// what the batch wrote and the table does not reference is deleted.
+    async fn landed(
+        &mut self,
+        held: &mut HeldTable,
+        sent: Sent,
+        answer: Table,
+        started: Instant,
+    ) -> Outcome {
+        if let Some(refusal) = self.retention.probing.take() {
+            self.retention_refused(&refusal);
+        }
+        held.vended_worked(sent.vended);
+        let round_trip = sent.window_start.elapsed().as_secs_f64() * 1000.0;
+        let first_attempt = self
+            .retry
+            .take()
+            .is_none_or(|r| r.counts == FailureCounts::default());
+        self.pacer
+            .landed(answer.metadata(), round_trip, first_attempt);
+        let segments: Vec<&UploadedSegment> = sent.segments.iter().map(|r| &r.segment).collect();
+        held.landed(
+            answer,
+            &segments,
+            sent.watermark.as_ref(),
+            &sent.expire.segment_ids,
+        );
+        self.batch_over(held, Some(&sent.files)).await;
+        Outcome::Landed {
+            segments: sent.segments,
+            started,
+        }
+    }
+
+    /// The segments of `batch` the table does not hold yet, after checking any watermark the
+    /// current table version brought. Those it holds go to `found` (and are remembered).
+    async fn still_missing(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        batch: Vec<ReadySegment>,
+        local: LocalRecords<'_>,
+        found: &mut Vec<UploadedSegment>,
+    ) -> Result<Vec<ReadySegment>> {
+        held.settle_watermarks(env, batch.iter().map(|r| &r.segment), local)
+            .await?;
+        let mut todo = Vec::with_capacity(batch.len());
+        for r in batch {
+            match held.judge(&r.segment) {
+                Decision::Registered => {
+                    held.remember(&r.segment);
+                    found.push(r.segment);
+                }
+                Decision::Missing => todo.push(r),
+                other => {
+                    return Err(Error::internal(format!(
+                        "segment seq {} still undecided ({other:?}) after its watermarks were checked",
+                        r.segment.seq
+                    )));
+                }
+            }
+        }
+        Ok(todo)
+    }
+
+    /// Brings the table to a schema that covers every file of `todo` (created if absent): each
+    /// distinct file schema not reconciled yet goes to the schema merger, and the schema commit
+    /// it asks for is sent here.
+    async fn make_ready(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        schemas: &dyn Schemas,
+        todo: &[ReadySegment],
+    ) -> Result<Ready> {
+        let mut last_schema: Option<&arrow_schema::SchemaRef> = None;
+        for r in todo {
+            // Consecutive segments usually share a schema: reconcile each distinct one once.
+            if last_schema.is_some_and(|s| s == &r.footer.arrow_schema) {
+                continue;
+            }
+            last_schema = Some(&r.footer.arrow_schema);
+            if held.fits(&r.footer.arrow_schema) {
+                continue;
+            }
+            if held.table().is_none() && !env.config.create_table {
+                return Err(env.table_missing(&self.name, true));
+            }
+            let current = held.table().map(Table::metadata_ref);
+            let reconciled = match schemas.reconcile(current, Arc::clone(&r.footer)).await {
+                Ok(reconciled) => reconciled,
+                Err(e) if is_about_the_file(e.code()) => {
+                    return Ok(Ready::BadSegment(r.segment.seq, e));
+                }
+                Err(e) => return Err(e),
+            };
+            // A created table (by us, or by another writer first) may hold snapshots added
+            // since the batch was filtered.
+            if let Some(table) = reconciled.table {
+                held.take_version(*table);
+            }
+            if let Some(change) = reconciled.change {
+                let mut shutdown = env.shutdown.clone();
+                let answer = tokio::select! {
+                    a = env.client.commit(&self.name, change.requirements, change.updates, None) => a,
+                    _ = shutdown.requested() => return Err(Error::cancelled()),
+                };
+                match answer {
+                    Ok(table) => {
+                        metrics::counter!("thadam_iceberg_schema_changes_total", "table" => self.name.to_string())
+                            .increment(1);
+                        tracing::info!(table = %self.name, schema_id = table.metadata().current_schema_id(), "schema evolved");
+                        held.take_version(table);
+                    }
+                    // Another writer changed the table, or we do not know whether our change
+                    // landed: the next attempt reloads and derives the change again.
+                    Err(wire) => return Ok(Ready::Failed(classify(wire))),
+                }
+            }
+            held.accept(&r.footer.arrow_schema);
+        }
+        Ok(Ready::Yes)
+    }
+
+    /// After a failed attempt: stop on a fatal failure (giving up what the batch wrote), or
+    /// note the failure and say when the next attempt may go.
+    async fn give_up_or_retry(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        failure: Failure,
+        kind: Kind,
+        started: Instant,
+        waiting: usize,
+    ) -> Result<Outcome> {
+        if kind == Kind::Append {
+            metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label(&failure))
+                .increment(1);
+        }
+        let before = self.retry.as_ref().map(|r| r.counts).unwrap_or_default();
+        let (next, counts) = after_failure(
+            &failure,
+            before,
+            &env.config.retry,
+            self.pacer.interval(),
+            rand::random(),
+        );
+        let Next::Reload { delay } = next else {
+            self.retry = None;
+            self.batch_over(held, None).await;
+            return Err(match failure {
+                Failure::Fatal(e) | Failure::Unknown(e) | Failure::NotApplied(e) => e,
+                Failure::Conflict(why) => Error::internal(why),
+            });
+        };
+        let (what, op) = match kind {
+            Kind::Append => ("append", Op::Append),
+            Kind::Schema => ("schema commit", Op::SchemaCommit),
+        };
+        match &failure {
+            // Another writer got there first: the table is free again.
+            Failure::Conflict(why) => {
+                if kind == Kind::Append {
+                    self.pacer.conflicted();
+                }
+                tracing::info!(table = %self.name, ?delay, conflicts = counts.conflicts, "{what} conflicted ({why}); reloading and rebuilding");
+            }
+            Failure::Unknown(e) | Failure::NotApplied(e) => {
+                count_retry(op, e.retry_cause());
+                tracing::warn!(table = %self.name, attempt = before.outages, ?delay, "{what} did not complete ({e}); reloading and reconciling");
+                let shown = e.to_string();
+                env.status
+                    .update(&self.name.to_string(), |s| s.last_error = Some(shown));
+            }
+            Failure::Fatal(_) => {}
+        }
+        let mut warned = self.retry.as_ref().is_some_and(|r| r.warned);
+        let failing = started.elapsed();
+        if failing >= SLOW_WARNING_AFTER && !warned {
+            warned = true;
+            tracing::warn!(
+                table = %self.name,
+                conflicts = counts.conflicts,
+                outages = counts.outages,
+                "an append of table {} has been retried for {}s ({waiting} segments waiting); \
+                 still trying",
+                self.name,
+                failing.as_secs(),
+            );
+        }
+        self.retry = Some(Retry {
+            counts,
+            conflicted: kind == Kind::Append && matches!(failure, Failure::Conflict(_)),
+            at: Instant::now() + delay,
+            started,
+            warned,
+        });
+        Ok(Outcome::RetryAfter(delay))
+    }
+
+    /// After an attempt failed: when it carried `remove-snapshots` and was refused or its outcome
+    /// is unknown, the next attempt goes without (see [`RetentionProbe`]); a refusal is then
+    /// retried once rather than fatal. A probe that fails too clears the suspicion.
+    fn probe_retention(&mut self, failure: Failure, carried_removal: bool) -> Failure {
+        if self.retention.probing.take().is_some() || !carried_removal {
+            return failure;
+        }
+        match failure {
+            Failure::Fatal(e) => {
+                self.retention.probing = Some(e.to_string());
+                Failure::NotApplied(e)
+            }
+            Failure::Unknown(e) => {
+                self.retention.probing = Some(e.to_string());
+                Failure::Unknown(e)
+            }
+            other => other,
+        }
+    }
+
+    /// The catalog refused `remove-snapshots`: retention is off for this table.
+    fn retention_refused(&mut self, refusal: &str) {
+        self.retention.off = true;
+        metrics::counter!("thadam_iceberg_snapshot_retention_refused_total", "table" => self.name.to_string())
+            .increment(1);
+        tracing::warn!(
+            table = %self.name,
+            "the catalog refused to remove snapshots ({refusal}), and the same append without \
+             the removal landed: snapshot_retention is off for table {} (the catalog manages \
+             its snapshots itself, as Project Nessie does); remove snapshot_retention from the \
+             sink to silence this",
+            self.name
+        );
+    }
+
+    /// Writes, on the version of the table held, what the next attempt will need and does not
+    /// hold yet: best effort (a failure here is met again, and handled, by the build).
+    async fn write_ahead(&mut self, env: Env<'_>, held: &HeldTable, batch: &[ReadySegment]) {
+        let Some(table) = held.table() else {
+            return;
+        };
+        let todo: Vec<ReadySegment> = batch
+            .iter()
+            .filter(|r| held.judge(&r.segment) == Decision::Missing)
+            .cloned()
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let Ok(append) = prepare_append(
+            table,
+            &env.config.url.bucket,
+            &env.writer_id(),
+            &todo,
+            None,
+            &[],
+        ) else {
+            return;
+        };
+        let mut shutdown = env.shutdown.clone();
+        tokio::select! {
+            r = append.write_ahead(&mut self.written) => {
+                if let Err(e) = r {
+                    tracing::debug!(table = %self.name, "writing ahead of the load failed ({e}); the build retries it");
+                }
+            }
+            _ = shutdown.requested() => {}
+        }
+    }
+
+    /// The batch's attempts are over: it landed with `landed` (the files its commit references),
+    /// or it is given up or found registered (`None`). Whatever else it wrote and never sent is
+    /// deleted.
+    async fn batch_over(&mut self, held: &HeldTable, landed: Option<&[String]>) {
+        self.resend = None;
+        self.written.finish(landed);
+        if let Some(table) = held.table() {
+            self.delete_stale(table).await;
+        }
+    }
+
+    /// The committer stops: the batch's attempts are over.
+    pub(crate) async fn abandon(&mut self, held: &HeldTable) {
+        if !self.written.is_idle() {
+            self.batch_over(held, None).await;
+        }
+    }
+
+    /// Deletes the files the batch's attempts wrote that no commit references and none will
+    /// (see `table::append::attempts`): a refused attempt's manifest list, replaced manifests.
+    /// Best effort: a file that cannot be deleted is an orphan, never a wrong table.
+    async fn delete_stale(&mut self, table: &Table) {
+        for path in self.written.take_stale() {
+            let outcome = match table.file_io().delete(&path).await {
+                Ok(()) => "deleted",
+                Err(e) => {
+                    tracing::debug!(table = %self.name, path, "could not delete a file no commit references: {e}");
+                    "failed"
+                }
+            };
+            metrics::counter!("thadam_iceberg_attempt_files_deleted_total", "table" => self.name.to_string(), "outcome" => outcome)
+                .increment(1);
+        }
+    }
+}
+
+/// Whether the table is ready for a batch's files.
+enum Ready {
+    Yes,
+    /// A schema commit failed: the attempt fails with it.
+    Failed(Failure),
+    /// The file at `seq` fits no table.
+    BadSegment(u64, Error),
+}
