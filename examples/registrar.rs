@@ -20,7 +20,7 @@
 //! or `sink.iceberg_unsupported_type`; 1 any other fatal error. A failed `--check` exits with the
 //! code of its first failing check.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,12 +28,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use thadam_iceberg::config::{Config, RegistrarConfig};
+use thadam_iceberg::ops::catch_up::{self, CatchUp};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::{check, http, progress};
-use thadam_iceberg::protocol::segment_log::{LogEntry, SegmentLogReader, SegmentLogTail};
-use thadam_iceberg::runtime::status::{RegistrarStatus, TableStatus};
-use thadam_iceberg::testing::SegmentId;
-use thadam_iceberg::testing::TableName;
+use thadam_iceberg::protocol::segment_log::SegmentLogTail;
 use thadam_iceberg::{Error, ErrorCode, RegistrarHandle};
 use thadam_iceberg::{Registrar, Tuning};
 use tokio::sync::watch;
@@ -255,7 +253,7 @@ async fn run(args: Args) -> Result<(), Error> {
     let mut running: Vec<Running> = Vec::new();
     for registrar in selected {
         let targets = if args.until_caught_up {
-            let targets = caught_up_targets(&registrar.source.catalog, &registrar.namespace)?;
+            let targets = catch_up::targets(&registrar.source.catalog, &registrar.namespace)?;
             // Counting went through a set of every distinct key (~30 MB for a million): hand
             // the freed memory back, or glibc keeps it for the whole run.
             release_freed_memory();
@@ -325,7 +323,7 @@ async fn run(args: Args) -> Result<(), Error> {
         if args.until_caught_up
             && running
                 .iter()
-                .all(|r| caught_up(&r.targets, &r.handle.status()))
+                .all(|r| catch_up::caught_up(&r.targets, &r.handle.status()))
         {
             tracing::info!("caught up");
             break;
@@ -395,7 +393,7 @@ struct Running {
     sink: String,
     handle: RegistrarHandle,
     /// With `--until-caught-up`: what each table must have handled before exiting.
-    targets: BTreeMap<String, Target>,
+    targets: BTreeMap<String, CatchUp>,
 }
 
 /// Stops every registrar and waits for all of them; the first fatal error wins.
@@ -425,84 +423,6 @@ fn stop_on_signal() -> watch::Receiver<bool> {
     rx
 }
 
-/// What `--until-caught-up` waits for in one table, from the `Uploaded` records of its dataset
-/// that the segment catalog holds at start.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Target {
-    /// `Uploaded` records, duplicates included.
-    records: u64,
-    /// The highest seq of a record that was the first to name its object key. A later record
-    /// with the same key (the writer may record a batch twice after a failed append) may never
-    /// be counted: the committer drops a copy of a segment it already holds.
-    last_first_seq: u64,
-}
-
-impl Target {
-    /// Whether the table has handled every segment recorded at start.
-    ///
-    /// The feed delivers records in log order, so once the committer has handled a seq at or
-    /// above `last_first_seq`, every first occurrence of a key was delivered to it, and each is
-    /// then either handled or still in its backlog: an empty backlog means all are handled.
-    /// Under a steady stream of new uploads the backlog may never be empty, so as before a
-    /// count of handled segments at least the number of records at start also ends the wait
-    /// (exact when the log holds no duplicate keys).
-    fn is_met(&self, table: &TableStatus) -> bool {
-        table.last_seq.is_some_and(|seq| seq >= self.last_first_seq)
-            && (table.backlog == 0 || table.handled() >= self.records)
-    }
-}
-
-/// Whether every table with segments at start has handled them.
-fn caught_up(targets: &BTreeMap<String, Target>, status: &RegistrarStatus) -> bool {
-    targets
-        .iter()
-        .all(|(table, target)| status.tables.get(table).is_some_and(|t| target.is_met(t)))
-}
-
-/// Per table (`namespace.dataset`, as the status names it), what the segment catalog holds now.
-///
-/// Streams the log (the reader holds at most one bounded batch of records) and keeps, per
-/// dataset, two counters and the 12-byte ids of the distinct object keys seen: memory grows by
-/// about 12 bytes (plus hash-set overhead, under 32 bytes in all) per distinct segment, e.g.
-/// about 30 MB for a million, instead of every record.
-fn caught_up_targets(
-    path: &std::path::Path,
-    namespace: &[String],
-) -> Result<BTreeMap<String, Target>, Error> {
-    let mut targets = BTreeMap::new();
-    if !path.exists() {
-        return Ok(targets);
-    }
-    let mut seen: HashMap<String, HashSet<SegmentId>> = HashMap::new();
-    let mut reader = SegmentLogReader::open(path)?;
-    while let Some(record) = reader.next_record()? {
-        let seq = record.seq;
-        let LogEntry::Uploaded {
-            dataset,
-            object_key,
-            ..
-        } = record.entry
-        else {
-            continue;
-        };
-        let first = seen
-            .entry(dataset.clone())
-            .or_default()
-            .insert(SegmentId::of(&object_key));
-        let table = TableName {
-            namespace: namespace.to_vec(),
-            name: dataset,
-        }
-        .to_string();
-        let target: &mut Target = targets.entry(table).or_default();
-        target.records += 1;
-        if first {
-            target.last_first_seq = seq;
-        }
-    }
-    Ok(targets)
-}
-
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
@@ -515,116 +435,5 @@ async fn shutdown_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table(last_seq: Option<u64>, backlog: u64, handled: u64) -> TableStatus {
-        TableStatus {
-            last_seq,
-            backlog,
-            registered: handled,
-            ..TableStatus::default()
-        }
-    }
-
-    /// A1 B2 A3 B4: the batch recorded twice; the copies were dropped while A and B waited.
-    #[test]
-    fn duplicates_that_are_never_counted_do_not_hold_the_wait() {
-        let target = Target {
-            records: 4,
-            last_first_seq: 2,
-        };
-        assert!(target.is_met(&table(Some(2), 0, 2)));
-        assert!(!target.is_met(&table(Some(1), 0, 1)), "B not yet handled");
-        assert!(!target.is_met(&table(None, 0, 0)));
-    }
-
-    /// A1 B2 A3, with A committed alone and its copy skipped while B still waits.
-    #[test]
-    fn a_counted_duplicate_does_not_end_the_wait_early() {
-        let target = Target {
-            records: 3,
-            last_first_seq: 2,
-        };
-        assert!(!target.is_met(&table(Some(3), 1, 2)));
-        assert!(target.is_met(&table(Some(3), 0, 3)));
-    }
-
-    #[test]
-    fn a_busy_table_is_caught_up_by_count() {
-        let target = Target {
-            records: 5,
-            last_first_seq: 5,
-        };
-        assert!(
-            target.is_met(&table(Some(9), 3, 6)),
-            "new uploads keep the backlog up"
-        );
-        assert!(!target.is_met(&table(Some(4), 0, 4)));
-    }
-
-    #[test]
-    fn every_table_must_be_caught_up() {
-        let mut targets = BTreeMap::new();
-        targets.insert(
-            "ns.a".to_string(),
-            Target {
-                records: 1,
-                last_first_seq: 1,
-            },
-        );
-        targets.insert(
-            "ns.b".to_string(),
-            Target {
-                records: 1,
-                last_first_seq: 2,
-            },
-        );
-        let mut status = RegistrarStatus::default();
-        status.tables.insert("ns.a".into(), table(Some(1), 0, 1));
-        assert!(!caught_up(&targets, &status), "ns.b has not started");
-        status.tables.insert("ns.b".into(), table(Some(2), 0, 1));
-        assert!(caught_up(&targets, &status));
-        assert!(caught_up(&BTreeMap::new(), &RegistrarStatus::default()));
-    }
-
-    #[test]
-    fn targets_count_records_and_the_last_first_occurrence_per_table() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("log");
-        let mut log =
-            thadam_iceberg::protocol::segment_log::SegmentLogWriter::open(&path).expect("writer");
-        for (dataset, key) in [
-            ("a", "k1"),
-            ("a", "k2"),
-            ("b", "k1"),
-            ("a", "k1"),
-            ("a", "k2"),
-        ] {
-            log.append_uploaded(dataset, key, format!("{dataset}/{key}"), 10, 1)
-                .expect("append");
-        }
-        let namespace = vec!["ns".to_string()];
-        let targets = caught_up_targets(&path, &namespace).expect("targets");
-        assert_eq!(
-            targets.get("ns.a"),
-            Some(&Target {
-                records: 4,
-                last_first_seq: 2
-            })
-        );
-        assert_eq!(
-            targets.get("ns.b"),
-            Some(&Target {
-                records: 1,
-                last_first_seq: 3
-            })
-        );
-        let none = caught_up_targets(&dir.path().join("absent"), &namespace).expect("absent");
-        assert!(none.is_empty());
     }
 }

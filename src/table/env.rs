@@ -44,11 +44,11 @@ impl Env<'_> {
     /// without credentials and query string) and the fix. `while_running`: it was there and is
     /// gone (dropped while the registrar ran), rather than absent when the committer started.
     pub(crate) fn table_missing(&self, table: &TableName, while_running: bool) -> Error {
-        table_missing(table, self.config, while_running)
+        missing_table_error(table, self.config, while_running)
     }
 }
 
-fn table_missing(table: &TableName, config: &RegistrarConfig, while_running: bool) -> Error {
+fn missing_table_error(table: &TableName, config: &RegistrarConfig, while_running: bool) -> Error {
     let how = if while_running {
         " (it was dropped while the registrar ran, or never created)"
     } else {
@@ -85,7 +85,7 @@ mod tests {
             name: "telemetry".into(),
         };
         for (while_running, says) in [(true, "dropped while the registrar ran"), (false, "")] {
-            let err = table_missing(&table, &config, while_running);
+            let err = missing_table_error(&table, &config, while_running);
             assert_eq!(err.code(), ErrorCode::TableMissing);
             for text in [err.to_string(), format!("{err:?}")] {
                 assert!(

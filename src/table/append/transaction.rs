@@ -215,7 +215,7 @@ impl BatchCommit {
         // 1. A table others commit to: the version held is most likely stale.
         let mut window_start = now;
         if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
-            self.write_ahead(env, held, input.batch).await;
+            self.write_ahead_of_load(env, held, input.batch).await;
             let before = held.version().and_then(|(_, snapshot)| snapshot);
             window_start = Instant::now();
             held.load(env, true).await?;
@@ -681,7 +681,12 @@ impl BatchCommit {
 
     /// Writes, on the version of the table held, what the next attempt will need and does not
     /// hold yet: best effort (a failure here is met again, and handled, by the build).
-    async fn write_ahead(&mut self, env: Env<'_>, held: &HeldTable, batch: &[ReadySegment]) {
+    async fn write_ahead_of_load(
+        &mut self,
+        env: Env<'_>,
+        held: &HeldTable,
+        batch: &[ReadySegment],
+    ) {
         let Some(table) = held.table() else {
             return;
         };

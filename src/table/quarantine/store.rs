@@ -220,7 +220,6 @@ impl QuarantineStore {
         Ok(store)
     }
 
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves a consistent state (apply is total).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
