@@ -7,11 +7,13 @@
 //! comes back as a [`CommitError`] (classified by status, see `outcome`), and `commit_retry`
 //! says what a writer does next. `sigv4` signs each
 //! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
-//! a catalog vends with a table, or its remote signing, which `signer` speaks.
+//! a catalog vends with a table, or its remote signing, which `signer` speaks. `error_message`
+//! reads what an error answer says, for `rest` and `signer` alike.
 
 pub mod access;
 pub mod auth;
 pub mod commit_retry;
+pub(crate) mod error_message;
 pub mod outcome;
 pub mod rest;
 pub mod signer;

@@ -41,7 +41,6 @@ pub const IDEMPOTENT_RESENDS: u32 = 3;
 
 pub use crate::catalog::table_name::TableName;
 use answer::Refs;
-pub(crate) use transport::message_of;
 use transport::{
     SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
     retry_after_of, status_error,
