@@ -127,14 +127,10 @@ async fn a_feed_that_goes_back_in_seq_is_refused() {
         .expect("head")
         .size;
     let segment = |seq: u64| UploadedSegment {
-        seq,
-        dataset: "telemetry".into(),
-        segment_id: format!("s{seq}"),
-        object_key: key.clone(),
         file_size: size,
         row_count: 10,
-        uploaded_at_ms: 0,
         catalog_id: Some("embedded-catalog".into()),
+        ..common::segment(seq, "telemetry", &key)
     };
     let (sender, feed) = ChannelFeed::new(4);
     let handle = thadam_iceberg::Registrar::builder(h.config.clone())

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod fault_proxy;
 pub mod forward;
 pub mod hold_proxy;
+pub mod logs;
 pub mod metrics;
 pub mod py;
 pub mod relay;
@@ -26,7 +27,8 @@ use thadam_iceberg::catalog::{RestClient, TableName};
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::runtime::status::RegistrarStatus;
-use thadam_iceberg::{Registrar, RegistrarHandle};
+pub use thadam_iceberg::testing::segment;
+use thadam_iceberg::{Registrar, RegistrarHandle, UploadedSegment};
 
 /// Where the servers are. Fails loudly (never skips) when they are not running.
 pub struct ServerEnv {
@@ -342,6 +344,30 @@ impl Harness {
         .await
         .expect("ship");
         key
+    }
+
+    /// Uploads telemetry segment number `n` (`rows` rows) as an embedding runtime does, with its
+    /// own catalog: object `own-{n}` in the store, no segment log record. Returns its record, at
+    /// `seq`, for the test to feed.
+    pub async fn upload_own(&self, n: u64, rows: usize, seq: u64) -> UploadedSegment {
+        let id = format!("own-{n}");
+        let key = demo::object_key(&self.prefix, &self.pipeline, "telemetry", &id);
+        let parquet = demo::write_parquet(&[demo::telemetry_batch(n, rows).expect("batch")])
+            .expect("parquet");
+        let size = parquet.len() as u64;
+        self.store
+            .put(
+                &object_store::path::Path::from(key.as_str()),
+                parquet.into(),
+            )
+            .await
+            .expect("upload");
+        UploadedSegment {
+            segment_id: id,
+            file_size: size,
+            row_count: rows as u64,
+            ..segment(seq, "telemetry", &key)
+        }
     }
 
     /// Ships telemetry segment number `n` (rows `n*rows ..`).
