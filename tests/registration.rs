@@ -281,7 +281,6 @@ async fn an_unreachable_catalog_is_retried_until_it_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedding_runtime_feeds_its_own_catalog() {
     use thadam_iceberg::Tuning;
-    use thadam_iceberg::protocol::feed::ChannelFeed;
 
     let h = Harness::new("embedded");
     // The runtime uploads files itself and keeps its own catalog: no segment log file at all.
@@ -290,13 +289,7 @@ async fn an_embedding_runtime_feeds_its_own_catalog() {
         uploaded.push(h.upload_own(n, 20, 100 + n).await);
     }
     for round in 0..2 {
-        let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
-            .feed(feed)
-            .tuning(Tuning::default())
-            .start()
-            .await
-            .expect("start");
+        let (sender, handle) = h.start_fed(Tuning::default(), 16).await;
         // On every start the runtime replays what its catalog holds.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

@@ -16,7 +16,6 @@ use common::{Harness, Options, manifest_entries, py};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::protocol::feed::ChannelFeed;
 use thadam_iceberg::table::committed::WATERMARK_KEY;
 use thadam_iceberg::testing::Hooks;
 
@@ -269,13 +268,7 @@ async fn snapshots_no_watermark_covers_are_never_expired() {
         uploaded.push(segment);
     }
     for round in 0..2 {
-        let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
-            .feed(feed)
-            .tuning(tuning(HOUR))
-            .start()
-            .await
-            .expect("start");
+        let (sender, handle) = h.start_fed(tuning(HOUR), 16).await;
         // The runtime replays what its catalog holds on every start.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

@@ -12,7 +12,7 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema};
 use common::demo;
 use common::logs::{assert_no_secret, captured_logs};
-use common::tls::{Caddy, Front, TlsScenario, TokenMock, pem_body_lines, secured};
+use common::tls::{Caddy, Front, Pki, TlsScenario, TokenMock, pem_body_lines, secured};
 use common::{Harness, data_files, read_all, row_count, unique};
 use thadam_iceberg::config::{
     CatalogAuth, ClientAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
@@ -627,10 +627,11 @@ async fn mtls_works_with_a_client_certificate_from_the_trusted_ca() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mtls_without_a_client_certificate_is_fatal_auth_failed() {
-    let mut s = mtls("mtlsnone");
-    let config = s.config(|_| {});
+/// The mTLS front refuses the client certificate `client` picks (none, or one it does not
+/// trust): fatal `auth.failed`, nothing registered.
+async fn mtls_refuses(test: &str, client: impl FnOnce(&Pki) -> Option<ClientIdentity>) {
+    let mut s = mtls(test);
+    let config = s.config(|c| c.catalog_client_identity = client(&s.pki));
     fails_and_registers_nothing(
         &mut s.h,
         config,
@@ -641,16 +642,13 @@ async fn mtls_without_a_client_certificate_is_fatal_auth_failed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_without_a_client_certificate_is_fatal_auth_failed() {
+    mtls_refuses("mtlsnone", |_| None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_with_a_certificate_from_another_ca_is_fatal_auth_failed() {
-    let mut s = mtls("mtlsother");
-    let config = s.config(|c| c.catalog_client_identity = identity(&s.pki.other_client));
-    fails_and_registers_nothing(
-        &mut s.h,
-        config,
-        ErrorCode::AuthFailed,
-        "client certificate",
-    )
-    .await;
+    mtls_refuses("mtlsother", |pki| identity(&pki.other_client)).await;
 }
 
 // ---------------------------------------------------------------------------------------------

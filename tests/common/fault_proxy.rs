@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Response, StatusCode};
 
-use super::relay::{Proxy, Reply, Upstream};
+use super::relay::{Proxy, Reply, Upstream, contains};
 
 /// What to do with one matching commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,10 +277,6 @@ fn json_answer(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
         hyper::header::HeaderValue::from_static("application/json"),
     );
     r
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn status_only(status: u16) -> Response<Full<Bytes>> {

@@ -11,7 +11,7 @@ use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use tokio::sync::Notify;
 
-use super::relay::{Proxy, Reply, Upstream};
+use super::relay::{Proxy, Reply, Upstream, contains};
 
 /// Which request to hold: a POST whose path ends with `path_suffix` and whose body contains
 /// `body_contains`.
@@ -19,6 +19,24 @@ use super::relay::{Proxy, Reply, Upstream};
 pub struct Hold {
     pub path_suffix: String,
     pub body_contains: String,
+}
+
+impl Hold {
+    /// The schema commit (`add-schema`) of table `table`.
+    pub fn schema_commit(table: &str) -> Hold {
+        Hold {
+            path_suffix: format!("/tables/{table}"),
+            body_contains: "add-schema".into(),
+        }
+    }
+
+    /// The creation of table `table` (`POST .../register`, how the registrar creates tables).
+    pub fn creation(table: &str) -> Hold {
+        Hold {
+            path_suffix: "/register".into(),
+            body_contains: table.into(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -103,9 +121,7 @@ async fn handle(
         let matches = s.armed.as_ref().is_some_and(|h| {
             parts.method == hyper::Method::POST
                 && parts.uri.path().ends_with(&h.path_suffix)
-                && body
-                    .windows(h.body_contains.len())
-                    .any(|w| w == h.body_contains.as_bytes())
+                && contains(&body, h.body_contains.as_bytes())
         });
         if matches {
             s.armed = None;

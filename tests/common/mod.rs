@@ -28,7 +28,7 @@ use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::runtime::status::RegistrarStatus;
 pub use thadam_iceberg::testing::segment;
-use thadam_iceberg::{Registrar, RegistrarHandle, UploadedSegment};
+use thadam_iceberg::{ChannelFeed, FeedSender, Registrar, RegistrarHandle, UploadedSegment};
 
 /// Where the servers are. Fails loudly (never skips) when they are not running.
 pub struct ServerEnv {
@@ -414,6 +414,24 @@ impl Harness {
             .start()
             .await
             .expect("registrar starts")
+    }
+
+    /// Starts a registrar with `tuning` fed through a channel of `capacity`, as an embedding
+    /// runtime with its own catalog feeds it (not from the segment log); returns the channel's
+    /// sending end with it.
+    pub async fn start_fed(
+        &self,
+        tuning: thadam_iceberg::Tuning,
+        capacity: usize,
+    ) -> (FeedSender, RegistrarHandle) {
+        let (sender, feed) = ChannelFeed::new(capacity);
+        let handle = Registrar::builder(self.config.clone())
+            .feed(feed)
+            .tuning(tuning)
+            .start()
+            .await
+            .expect("start");
+        (sender, handle)
     }
 
     /// Runs `handle` until it has handled `n` segments, then stops it cleanly.

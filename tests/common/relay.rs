@@ -137,6 +137,11 @@ pub async fn forward(
     Ok(response(status, &headers, bytes))
 }
 
+/// Whether a request body holds `needle` (how the proxies pick the requests they act on).
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// A REST catalog error answer (the spec's `ErrorModel`): `status`, `kind` (e.g.
 /// `BadRequestException`) and `message`.
 pub fn rest_error(status: u16, kind: &str, message: &str) -> Response<Full<Bytes>> {

@@ -131,9 +131,9 @@ mod tests {
             .expect("test schema")
     }
 
-    #[test]
-    fn a_dropped_field_id_is_not_added_back() {
-        // The table had c (3) in schema 0 and dropped it in schema 1.
+    /// A table that had `c` (field ID 3, a long) in schema 0 and dropped it in schema 1, and its
+    /// history.
+    fn dropped_c() -> (Schema, FieldHistory) {
         let table = schema_with_id(1, vec![opt(1, "a", int()), opt(2, "b", string())]);
         let past = history(
             vec![
@@ -143,6 +143,12 @@ mod tests {
             ],
             &table,
         );
+        (table, past)
+    }
+
+    #[test]
+    fn a_dropped_field_id_is_not_added_back() {
+        let (table, past) = dropped_c();
         let file = schema(vec![
             opt(1, "a", int()),
             opt(2, "b", string()),
@@ -193,15 +199,7 @@ mod tests {
 
     #[test]
     fn ids_above_last_column_id_are_still_added() {
-        let table = schema_with_id(1, vec![opt(1, "a", int()), opt(2, "b", string())]);
-        let past = history(
-            vec![
-                opt(1, "a", int()),
-                opt(2, "b", string()),
-                opt(3, "c", long()),
-            ],
-            &table,
-        );
+        let (table, past) = dropped_c();
         let file = schema(vec![
             opt(1, "a", int()),
             opt(2, "b", string()),
