@@ -1,11 +1,13 @@
 //! The internals the project's own integration tests, examples, benchmarks and fuzz targets
 //! reach for, in one place. Not the API an embedding runtime uses (that is the crate root,
 //! `config`, `protocol`, `runtime` and `ops`), and not stable: these names follow the code.
-//! Nothing in the crate imports this module.
+//! Production code never imports it; unit tests take their `Uploaded` records from [`segment`].
 //!
 //! Tests assert on what the registrar writes (snapshot summaries, watermarks, manifests),
 //! drive the catalog and the store beside it, and replace parts with test seams; each group
 //! below says what for.
+
+use crate::protocol::segment::UploadedSegment;
 
 /// The catalog connection a registrar makes (the harnesses load and commit through it, as a
 /// rival writer or an inspector would).
@@ -53,3 +55,19 @@ pub use crate::io::store::{
 pub use crate::io::footer::{
     FIRST_READ_BYTES, MAX_FOOTER_BYTES, decode_file, print_caught_decoder_panics, read_footer,
 };
+
+/// An `Uploaded` record at `seq` for `object_key` of `dataset`: segment `s{seq}`, one byte, one
+/// row, recorded at time 0, from a catalog without an id. A test that needs other values says
+/// so with struct update syntax (`UploadedSegment { row_count: 10, ..segment(..) }`).
+pub fn segment(seq: u64, dataset: &str, object_key: &str) -> UploadedSegment {
+    UploadedSegment {
+        seq,
+        dataset: dataset.to_string(),
+        segment_id: format!("s{seq}"),
+        object_key: object_key.to_string(),
+        file_size: 1,
+        row_count: 1,
+        uploaded_at_ms: 0,
+        catalog_id: None,
+    }
+}

@@ -16,8 +16,9 @@ use thadam_iceberg::config::{CatalogAuth, RegistrarConfig, Secret, SigV4Credenti
 use thadam_iceberg::protocol::segment_log::SegmentLogTail;
 use thadam_iceberg::{ErrorCode, Registrar};
 
-use common::tls::{assert_no_secret, captured_logs};
+use common::logs::{assert_no_secret, captured_logs};
 use common::{Harness, Options, assert_exactly_once, extended_batch, read_all, row_count};
+use iceberg::table::Table;
 
 const REGION: &str = "eu-west-1";
 const SIGNING_NAME: &str = "glue";
@@ -48,6 +49,11 @@ impl Keys {
             secret_access_key: Secret::new(&self.secret_access_key),
             session_token: self.session_token.as_deref().map(Secret::new),
         }
+    }
+
+    /// The credential a front with these keys accepts: its region and signing name.
+    fn accepted(&self) -> SigV4Credential {
+        self.credential(REGION, SIGNING_NAME)
     }
 }
 
@@ -128,6 +134,11 @@ impl Front {
         }
     }
 
+    /// A front for the harness's catalog, checking `keys`, logging into the test's directory.
+    fn for_harness(h: &Harness, keys: &Keys, options: FrontOptions) -> Front {
+        Front::start(&h.env.catalog_uri, keys, options, h.dir.path())
+    }
+
     /// Every request so far, in arrival order.
     fn seen(&self) -> Vec<Seen> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -189,6 +200,24 @@ async fn run_refused(config: RegistrarConfig) -> thadam_iceberg::Error {
     }
 }
 
+/// Registers what was shipped through `config` and checks that the table holds each of `keys`
+/// exactly once; returns the table.
+async fn registers(h: &Harness, config: RegistrarConfig, keys: &[String]) -> Table {
+    Harness::finish(
+        h.start_with(config, Default::default()).await,
+        keys.len() as u64,
+    )
+    .await;
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, keys).await;
+    table
+}
+
+async fn assert_nothing_registered(h: &Harness) {
+    let table = h.table("telemetry").await;
+    assert!(table.is_none(), "nothing was registered");
+}
+
 /// `auth.failed`, with a message that sends the reader to `catalog_sigv4`.
 fn assert_sigv4_auth_failed(err: &thadam_iceberg::Error) {
     assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
@@ -214,24 +243,15 @@ async fn signed_requests_register_segments_and_a_schema_change_through_the_verif
     let mut keys_shipped = h.ship_many(0, 2, 10).await;
     keys_shipped.push(h.ship("telemetry", &extended_batch(2, 10)).await);
     let keys = Keys::fresh(false);
-    let front = Front::start(
-        &h.env.catalog_uri,
-        &keys,
-        FrontOptions::default(),
-        h.dir.path(),
-    );
-    let mut config = signed_config(&h, &front, keys.credential(REGION, SIGNING_NAME));
+    let front = Front::for_harness(&h, &keys, FrontOptions::default());
+    let mut config = signed_config(&h, &front, keys.accepted());
     // A warehouse with `:`, `/` and a space in the signed query; a header set before signing.
     config.catalog_warehouse = Some("arn:aws:s3tables:eu-west-1:123456789012:bucket/t b".into());
     config.catalog_headers = vec![(
         "X-Iceberg-Access-Delegation".into(),
         Secret::new("vended-credentials"),
     )];
-    let handle = h.start_with(config, Default::default()).await;
-    Harness::finish(handle, 3).await;
-
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys_shipped).await;
+    let table = registers(&h, config, &keys_shipped).await;
     assert!(
         table
             .metadata()
@@ -299,22 +319,14 @@ async fn a_wrong_secret_region_signing_name_or_clock_is_refused_with_auth_failed
     let mut h = Harness::new("sigv4bad");
     let key = h.ship_telemetry(0, 10).await;
     let keys = Keys::fresh(false);
-    let front = Front::start(
-        &h.env.catalog_uri,
-        &keys,
-        FrontOptions::default(),
-        h.dir.path(),
-    );
+    let front = Front::for_harness(&h, &keys, FrontOptions::default());
 
     let wrong_secret = Keys {
         secret_access_key: format!("{}x", keys.secret_access_key),
         ..keys.clone()
     };
     for (what, credential) in [
-        (
-            "wrong secret",
-            wrong_secret.credential(REGION, SIGNING_NAME),
-        ),
+        ("wrong secret", wrong_secret.accepted()),
         ("wrong region", keys.credential("eu-west-2", SIGNING_NAME)),
         ("wrong signing name", keys.credential(REGION, "s3tables")),
     ] {
@@ -329,21 +341,15 @@ async fn a_wrong_secret_region_signing_name_or_clock_is_refused_with_auth_failed
     }
 
     // The right keys, but this host's clock 15 minutes behind the server's.
-    let skewed = Front::start(
-        &h.env.catalog_uri,
+    let skewed = Front::for_harness(
+        &h,
         &keys,
         FrontOptions {
             clock_offset: 900,
             ..Default::default()
         },
-        h.dir.path(),
     );
-    let err = run_refused(signed_config(
-        &h,
-        &skewed,
-        keys.credential(REGION, SIGNING_NAME),
-    ))
-    .await;
+    let err = run_refused(signed_config(&h, &skewed, keys.accepted())).await;
     assert_sigv4_auth_failed(&err);
     let refusals = skewed.refusals();
     assert_eq!(refusals.len(), 1, "{refusals:?}");
@@ -351,16 +357,11 @@ async fn a_wrong_secret_region_signing_name_or_clock_is_refused_with_auth_failed
         refusals[0].verdict.starts_with("Signature expired"),
         "{refusals:?}"
     );
-    assert!(
-        h.table("telemetry").await.is_none(),
-        "nothing was registered"
-    );
+    assert_nothing_registered(&h).await;
 
     // The same front takes the right keys: the refusals were about the signatures.
-    let config = signed_config(&h, &front, keys.credential(REGION, SIGNING_NAME));
-    Harness::finish(h.start_with(config, Default::default()).await, 1).await;
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &[key]).await;
+    let config = signed_config(&h, &front, keys.accepted());
+    registers(&h, config, &[key]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,22 +369,16 @@ async fn a_body_changed_after_signing_is_refused_with_auth_failed() {
     let mut h = Harness::new("sigv4body");
     h.ship_telemetry(0, 10).await;
     let keys = Keys::fresh(false);
-    let front = Front::start(
-        &h.env.catalog_uri,
+    let front = Front::for_harness(
+        &h,
         &keys,
         FrontOptions {
             tamper_body: true,
             ..Default::default()
         },
-        h.dir.path(),
     );
     // GET /v1/config and the namespace HEAD have no body and pass; the first POST does not.
-    let err = run_refused(signed_config(
-        &h,
-        &front,
-        keys.credential(REGION, SIGNING_NAME),
-    ))
-    .await;
+    let err = run_refused(signed_config(&h, &front, keys.accepted())).await;
     assert_sigv4_auth_failed(&err);
     let seen = front.seen();
     assert!(
@@ -398,10 +393,7 @@ async fn a_body_changed_after_signing_is_refused_with_auth_failed() {
         refusals[0].verdict,
         "x-amz-content-sha256 is not the SHA-256 of the body"
     );
-    assert!(
-        h.table("telemetry").await.is_none(),
-        "nothing was registered"
-    );
+    assert_nothing_registered(&h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,19 +401,14 @@ async fn a_session_token_is_sent_and_signed() {
     let mut h = Harness::new("sigv4sts");
     let key = h.ship_telemetry(0, 10).await;
     let keys = Keys::fresh(true);
-    let front = Front::start(
-        &h.env.catalog_uri,
-        &keys,
-        FrontOptions::default(),
-        h.dir.path(),
-    );
+    let front = Front::for_harness(&h, &keys, FrontOptions::default());
 
     // Without the token, or with another one, the same keys are refused.
     for (what, token) in [
         ("no session token", None),
         ("another session token", Some("st-other")),
     ] {
-        let mut credential = keys.credential(REGION, SIGNING_NAME);
+        let mut credential = keys.accepted();
         credential.session_token = token.map(Secret::new);
         let err = run_refused(signed_config(&h, &front, credential)).await;
         assert_sigv4_auth_failed(&err);
@@ -434,10 +421,8 @@ async fn a_session_token_is_sent_and_signed() {
     }
 
     let before = front.seen().len();
-    let config = signed_config(&h, &front, keys.credential(REGION, SIGNING_NAME));
-    Harness::finish(h.start_with(config, Default::default()).await, 1).await;
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &[key]).await;
+    let config = signed_config(&h, &front, keys.accepted());
+    registers(&h, config, &[key]).await;
     let seen = front.seen();
     let accepted = &seen[before..];
     assert!(
@@ -461,16 +446,11 @@ async fn sigv4_keys_never_reach_logs_errors_or_debug_output() {
     let mut h = Harness::new("sigv4leak");
     h.ship_telemetry(0, 10).await;
     let keys = Keys::fresh(true);
-    let front = Front::start(
-        &h.env.catalog_uri,
-        &keys,
-        FrontOptions::default(),
-        h.dir.path(),
-    );
+    let front = Front::for_harness(&h, &keys, FrontOptions::default());
     let wrong_secret = format!("{}-wrong", keys.secret_access_key);
 
     // Accepted: a client, and a registration with every kind of request, at trace level.
-    let config = signed_config(&h, &front, keys.credential(REGION, SIGNING_NAME));
+    let config = signed_config(&h, &front, keys.accepted());
     let client = thadam_iceberg::testing::connect(&config)
         .await
         .expect("signed connection");
@@ -479,7 +459,7 @@ async fn sigv4_keys_never_reach_logs_errors_or_debug_output() {
     Harness::finish(h.start_with(config, Default::default()).await, 1).await;
 
     // Refused: the error as a caller sees it.
-    let mut credential = keys.credential(REGION, SIGNING_NAME);
+    let mut credential = keys.accepted();
     credential.secret_access_key = Secret::new(&wrong_secret);
     let err = run_refused(signed_config(&h, &front, credential)).await;
     assert_sigv4_auth_failed(&err);

@@ -6,13 +6,15 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::fault_proxy::{Fault, FaultProxy, Kind};
+use common::logs::thread_logs;
 use common::{Harness, assert_exactly_once, one_per_commit};
+use iceberg::table::Table;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::config::RetryPolicy;
+use thadam_iceberg::config::{RegistrarConfig, RetryPolicy};
+use thadam_iceberg::runtime::status::RegistrarStatus;
 
 use common::metrics::recorder;
 
@@ -24,26 +26,54 @@ fn retries(op: &str, cause: &str) -> f64 {
     )
 }
 
+/// A harness for `test` whose table exists (one fault-free registration) and `n` more telemetry
+/// segments are shipped; returns it with the keys of all of them.
+async fn registered_then_shipped(test: &str, n: u64) -> (Harness, Vec<String>) {
+    let mut h = Harness::new(test);
+    let mut keys = vec![h.register_one().await];
+    keys.extend(h.ship_many(0, n, 10).await);
+    (h, keys)
+}
+
+/// A fault proxy in front of the catalog, for the harness's table.
+async fn proxy(h: &Harness) -> FaultProxy {
+    FaultProxy::start(&h.env.catalog_uri, "telemetry").await
+}
+
+/// Runs a registrar on `config` with `tuning` until it has handled `n` segments.
+async fn run(h: &Harness, config: RegistrarConfig, tuning: Tuning, n: u64) -> RegistrarStatus {
+    Harness::finish(h.start_with(config, tuning).await, n).await
+}
+
+/// The table, once it is checked to hold each of `keys` exactly once.
+async fn registered_once(h: &Harness, keys: &[String]) -> Table {
+    let table = h.table("telemetry").await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, keys).await;
+    table
+}
+
+/// A retry policy that waits `initial`, then up to `max`, without jitter.
+fn fast_retry(initial: Duration, max: Duration) -> RetryPolicy {
+    RetryPolicy {
+        initial,
+        max,
+        jitter: false,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
     recorder();
     let before = retries("append", "status_429");
-    let mut h = Harness::new("f429");
-    let mut keys = vec![h.register_one().await];
-    keys.extend(h.ship_many(0, 3, 10).await);
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let (h, keys) = registered_then_shipped("f429", 3).await;
+    let proxy = proxy(&h).await;
     proxy.plan(Kind::Append, [Fault::RefuseRetryAfter(429, 2)]);
     let mut config = h.config_via(&proxy.uri);
     // A fast backoff, so only Retry-After can explain a 2 s pause.
-    config.retry = RetryPolicy {
-        initial: Duration::from_millis(20),
-        max: Duration::from_secs(5),
-        jitter: false,
-    };
-    Harness::finish(h.start_with(config, one_per_commit()).await, 4).await;
+    config.retry = fast_retry(Duration::from_millis(20), Duration::from_secs(5));
+    run(&h, config, one_per_commit(), 4).await;
 
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let table = registered_once(&h, &keys).await;
     assert_eq!(table.metadata().snapshots().count(), 4);
     let log = proxy.log();
     let times = proxy.times();
@@ -67,46 +97,29 @@ async fn a_429_with_retry_after_on_an_append_is_waited_out_and_retried() {
 async fn a_408_on_a_load_is_retried() {
     recorder();
     let before = retries("load", "status_408");
-    let mut h = Harness::new("f408");
-    let mut keys = vec![h.register_one().await];
-    keys.extend(h.ship_many(0, 2, 10).await);
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let (h, keys) = registered_then_shipped("f408", 2).await;
+    let proxy = proxy(&h).await;
     proxy.plan(Kind::Load, [Fault::Refuse(408)]);
-    Harness::finish(
-        h.start_with(h.config_via(&proxy.uri), Tuning::default())
-            .await,
-        3,
-    )
-    .await;
+    run(&h, h.config_via(&proxy.uri), Tuning::default(), 3).await;
 
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    registered_once(&h, &keys).await;
     assert!(proxy.seen(Kind::Load) >= 2, "{:?}", proxy.log());
     assert!(retries("load", "status_408") >= before + 1.0);
 }
-
-/// v2 of the telemetry schema: one more column (`temp_c`), so its first segment needs a
-/// schema commit.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_on_a_schema_commit_is_retried() {
     recorder();
     let before = retries("schema_commit", "status_503");
-    let mut h = Harness::new("f503");
-    let mut keys = vec![h.register_one().await];
+    let (mut h, mut keys) = registered_then_shipped("f503", 0).await;
+    // One more column, so its first segment needs a schema commit.
     let batch = common::extended_batch(1, 10);
     keys.push(h.ship("telemetry", &batch).await);
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let proxy = proxy(&h).await;
     proxy.plan(Kind::Schema, [Fault::Refuse(503)]);
-    Harness::finish(
-        h.start_with(h.config_via(&proxy.uri), Tuning::default())
-            .await,
-        2,
-    )
-    .await;
+    run(&h, h.config_via(&proxy.uri), Tuning::default(), 2).await;
 
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let table = registered_once(&h, &keys).await;
     assert!(
         table
             .metadata()
@@ -131,28 +144,20 @@ async fn a_502_on_a_table_create_is_retried_and_the_table_made_once() {
         },
     );
     let keys = h.ship_many(0, 2, 10).await;
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let proxy = proxy(&h).await;
     // The catalog registers the table, but the registrar hears 502.
     proxy.plan(Kind::Create, [Fault::ApplyThenFail(502)]);
-    Harness::finish(
-        h.start_with(h.config_via(&proxy.uri), Tuning::default())
-            .await,
-        2,
-    )
-    .await;
+    run(&h, h.config_via(&proxy.uri), Tuning::default(), 2).await;
 
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    registered_once(&h, &keys).await;
     assert!(proxy.seen(Kind::Create) >= 2, "{:?}", proxy.log());
     assert!(retries("create", "status_502") >= before + 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
-    let mut h = Harness::new("fidem");
-    let mut keys = vec![h.register_one().await];
-    keys.extend(h.ship_many(0, 3, 10).await);
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let (h, keys) = registered_then_shipped("fidem", 3).await;
+    let proxy = proxy(&h).await;
     proxy.advertise_idempotency();
     proxy.store_by_idempotency_key();
     // Applied by the fixture, answer lost; then applied, answered 503.
@@ -160,15 +165,9 @@ async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
         Kind::Append,
         [Fault::ApplyThenDrop, Fault::ApplyThenFail(503)],
     );
-    let status = Harness::finish(
-        h.start_with(h.config_via(&proxy.uri), one_per_commit())
-            .await,
-        4,
-    )
-    .await;
+    let status = run(&h, h.config_via(&proxy.uri), one_per_commit(), 4).await;
 
-    let table = h.table("telemetry").await.expect("table");
-    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let table = registered_once(&h, &keys).await;
     assert_eq!(
         table.metadata().snapshots().count(),
         4,
@@ -191,27 +190,6 @@ async fn a_lost_append_answer_is_resent_with_the_same_key_and_replayed() {
     assert_eq!((t.registered, t.skipped), (3, 1), "{t:?}");
 }
 
-/// Collects formatted log lines of the current thread.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     let h = Harness::new("redact");
@@ -222,18 +200,8 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     config.catalog_uri = format!("http://127.0.0.1:{port}/cat?token=s3cr3t")
         .parse()
         .expect("url");
-    config.retry = RetryPolicy {
-        initial: Duration::from_millis(50),
-        max: Duration::from_millis(200),
-        jitter: false,
-    };
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    config.retry = fast_retry(Duration::from_millis(50), Duration::from_millis(200));
+    let (logs, _guard) = thread_logs(tracing::Level::DEBUG);
 
     // A one-shot connection: the error itself.
     let err = thadam_iceberg::testing::connect(&config)
@@ -248,7 +216,7 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
     )
     .await;
     assert!(started.is_err(), "it keeps retrying an unreachable catalog");
-    let text = String::from_utf8(logs.0.lock().expect("logs").clone()).expect("utf-8");
+    let text = logs.text();
     assert!(
         text.contains("connecting to the catalog failed"),
         "the retries were logged: {text}"
@@ -258,23 +226,18 @@ async fn a_catalog_uri_query_string_never_reaches_a_log_or_an_error() {
 
 #[tokio::test]
 async fn a_catalog_that_stops_answering_is_reported_while_the_request_waits() {
-    let mut h = Harness::new("fslow");
-    h.register_one().await;
-    let proxy = FaultProxy::start(&h.env.catalog_uri, "telemetry").await;
+    let (h, _) = registered_then_shipped("fslow", 0).await;
+    let proxy = proxy(&h).await;
     // A SIGSTOPped catalog: the connection is accepted, the answer never comes.
     proxy.plan(Kind::Load, [Fault::Hang]);
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // The fmt subscriber's default level.
+    let (logs, _guard) = thread_logs(tracing::Level::INFO);
     let handle = h
         .start_with(h.config_via(&proxy.uri), Tuning::default())
         .await;
     let warned = tokio::time::timeout(Duration::from_secs(45), async {
         loop {
-            let text = String::from_utf8_lossy(&logs.0.lock().expect("logs")).into_owned();
+            let text = logs.text();
             if text.contains("no answer after 30s") {
                 return text;
             }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use iceberg::io::FileIO;
+use iceberg::io::{FileIO, FileWrite};
 use thadam_iceberg::ErrorCode;
 use thadam_iceberg::config::{Secret, StoreConfig, StoreCredentials};
 use thadam_iceberg::testing::S3Clients;
@@ -52,17 +52,60 @@ fn file_io(store: &StoreConfig, vended: Option<&S3Access>) -> FileIO {
     )
 }
 
-fn vended(secret: &str) -> S3Access {
+/// What a catalog vends with a table: `credentials`, and nothing else (the store's endpoint and
+/// region stay).
+fn access(credentials: S3Credentials) -> S3Access {
     S3Access {
-        credentials: S3Credentials::Keys(S3Keys {
-            access_key_id: Secret::new(var("THADAM_TEST_S3_ACCESS_KEY")),
-            secret_access_key: Secret::new(secret),
-            session_token: None,
-        }),
+        credentials,
         endpoint: None,
         region: None,
         path_style: None,
     }
+}
+
+fn vended(secret: &str) -> S3Access {
+    access(S3Credentials::Keys(S3Keys {
+        access_key_id: Secret::new(var("THADAM_TEST_S3_ACCESS_KEY")),
+        secret_access_key: Secret::new(secret),
+        session_token: None,
+    }))
+}
+
+/// Writes `bytes` to `path` in one request.
+async fn write(io: &FileIO, path: &str, bytes: &'static [u8]) -> iceberg::Result<()> {
+    io.new_output(path)
+        .expect("output")
+        .write(Bytes::from_static(bytes))
+        .await
+}
+
+/// A streamed writer to `path` (past object_store's 10 MiB buffer, a multipart upload).
+async fn writer(io: &FileIO, path: &str) -> Box<dyn FileWrite> {
+    io.new_output(path)
+        .expect("output")
+        .writer()
+        .await
+        .expect("writer")
+}
+
+/// Reads `path` whole.
+async fn read(io: &FileIO, path: &str) -> iceberg::Result<Bytes> {
+    io.new_input(path).expect("input").read().await
+}
+
+/// The size of the object at `path`.
+async fn size(io: &FileIO, path: &str) -> u64 {
+    io.new_input(path)
+        .expect("input")
+        .metadata()
+        .await
+        .expect("head")
+        .size
+}
+
+/// Asserts that the FileIO error `err` is classified as `code`, by type.
+fn assert_classified(err: &iceberg::Error, code: ErrorCode) {
+    assert_eq!(classify_iceberg_io(err), Some(code), "{err:?}");
 }
 
 /// A fresh prefix under the test bucket.
@@ -79,9 +122,7 @@ async fn metadata_and_manifest_io_reads_writes_and_deletes_through_object_store(
     let io = file_io(&right_store(), None);
     let base = prefix("rw");
     let small = format!("{base}/metadata/v1.metadata.json");
-    io.new_output(&small)
-        .expect("output")
-        .write(Bytes::from_static(b"{\"format-version\":2}"))
+    write(&io, &small, b"{\"format-version\":2}")
         .await
         .expect("one-shot write");
     let input = io.new_input(&small).expect("input");
@@ -109,12 +150,7 @@ async fn metadata_and_manifest_io_reads_writes_and_deletes_through_object_store(
     // Streamed, past object_store's 10 MiB buffer: a multipart upload.
     let big = format!("{base}/metadata/snap-1.avro");
     let chunk = Bytes::from(vec![7u8; 6 * 1024 * 1024]);
-    let mut writer = io
-        .new_output(&big)
-        .expect("output")
-        .writer()
-        .await
-        .expect("writer");
+    let mut writer = writer(&io, &big).await;
     writer.write(chunk.clone()).await.expect("first part");
     writer.write(chunk.clone()).await.expect("second part");
     writer
@@ -122,12 +158,13 @@ async fn metadata_and_manifest_io_reads_writes_and_deletes_through_object_store(
         .await
         .expect("tail");
     writer.close().await.expect("complete the upload");
-    let input = io.new_input(&big).expect("input");
-    assert_eq!(
-        input.metadata().await.expect("head").size,
-        12 * 1024 * 1024 + 3
-    );
-    let reader = input.reader().await.expect("reader");
+    assert_eq!(size(&io, &big).await, 12 * 1024 * 1024 + 3);
+    let reader = io
+        .new_input(&big)
+        .expect("input")
+        .reader()
+        .await
+        .expect("reader");
     let end = 12 * 1024 * 1024 + 3;
     assert_eq!(
         &reader.read(end - 4..end).await.expect("tail")[..],
@@ -136,11 +173,7 @@ async fn metadata_and_manifest_io_reads_writes_and_deletes_through_object_store(
 
     // A sibling whose name extends the prefix's is not under it.
     let sibling = format!("{base}-sibling/keep.avro");
-    io.new_output(&sibling)
-        .expect("output")
-        .write(Bytes::from_static(b"keep"))
-        .await
-        .expect("write sibling");
+    write(&io, &sibling, b"keep").await.expect("write sibling");
     io.delete_prefix(&base).await.expect("delete prefix");
     assert!(!io.exists(&small).await.expect("exists"));
     assert!(!io.exists(&big).await.expect("exists"));
@@ -156,33 +189,17 @@ async fn metadata_and_manifest_io_reads_writes_and_deletes_through_object_store(
 async fn a_refused_write_is_auth_failed_by_type_and_shows_no_key() {
     let io = file_io(&store(WRONG_SECRET), None);
     let path = format!("{}/metadata/m.avro", prefix("refused"));
-    let err = io
-        .new_output(&path)
-        .expect("output")
-        .write(Bytes::from_static(b"x"))
+    let err = write(&io, &path, b"x")
         .await
         .expect_err("S3 refuses the signature");
-    assert_eq!(
-        classify_iceberg_io(&err),
-        Some(ErrorCode::AuthFailed),
-        "{err:?}"
-    );
-    let mut writer = io
-        .new_output(&path)
-        .expect("output")
-        .writer()
-        .await
-        .expect("writer");
+    assert_classified(&err, ErrorCode::AuthFailed);
+    let mut writer = writer(&io, &path).await;
     writer
         .write(Bytes::from_static(b"x"))
         .await
         .expect("buffered");
     let streamed = writer.close().await.expect_err("refused on close");
-    assert_eq!(
-        classify_iceberg_io(&streamed),
-        Some(ErrorCode::AuthFailed),
-        "{streamed:?}"
-    );
+    assert_classified(&streamed, ErrorCode::AuthFailed);
     let shown = format!("{err} {err:?} {streamed:?} {io:?}");
     assert!(!shown.contains(WRONG_SECRET), "{shown}");
     assert!(
@@ -192,17 +209,10 @@ async fn a_refused_write_is_auth_failed_by_type_and_shows_no_key() {
 
     // With the right keys, a missing object is object_missing, not an outage.
     let io = file_io(&right_store(), None);
-    let err = io
-        .new_input(format!("{}/absent.avro", prefix("missing")))
-        .expect("input")
-        .read()
+    let err = read(&io, &format!("{}/absent.avro", prefix("missing")))
         .await
         .expect_err("absent");
-    assert_eq!(
-        classify_iceberg_io(&err),
-        Some(ErrorCode::ObjectMissing),
-        "{err:?}"
-    );
+    assert_classified(&err, ErrorCode::ObjectMissing);
 }
 
 #[tokio::test]
@@ -211,24 +221,15 @@ async fn the_file_io_signs_with_the_keys_vended_for_the_table() {
     let path = format!("{}/metadata/m.avro", prefix("vended"));
     // The store's keys are wrong: the write succeeds only if the vended keys sign it.
     let io = file_io(&store(WRONG_SECRET), Some(&vended(&right)));
-    io.new_output(&path)
-        .expect("output")
-        .write(Bytes::from_static(b"vended"))
+    write(&io, &path, b"vended")
         .await
         .expect("signed with the vended keys");
     // And the vended keys replace good store keys: wrong vended keys are refused.
     let io = file_io(&right_store(), Some(&vended(WRONG_SECRET)));
-    let err = io
-        .new_input(&path)
-        .expect("input")
-        .read()
+    let err = read(&io, &path)
         .await
         .expect_err("signed with the wrong vended keys");
-    assert_eq!(
-        classify_iceberg_io(&err),
-        Some(ErrorCode::AuthFailed),
-        "{err:?}"
-    );
+    assert_classified(&err, ErrorCode::AuthFailed);
     file_io(&right_store(), None)
         .delete(&path)
         .await
@@ -301,14 +302,11 @@ fn keyless_store() -> StoreConfig {
 }
 
 fn signing(signer: &Arc<KeySigner>) -> S3Access {
-    S3Access {
-        credentials: S3Credentials::Signer(thadam_iceberg::testing::SharedSigner(
-            Arc::clone(signer) as Arc<dyn thadam_iceberg::testing::RequestSigner>,
-        )),
-        endpoint: None,
-        region: None,
-        path_style: None,
-    }
+    access(S3Credentials::Signer(
+        thadam_iceberg::testing::SharedSigner(
+            Arc::clone(signer) as Arc<dyn thadam_iceberg::testing::RequestSigner>
+        ),
+    ))
 }
 
 #[tokio::test]
@@ -317,9 +315,7 @@ async fn a_remote_signer_signs_every_request_and_no_store_key_is_needed() {
     let io = file_io(&keyless_store(), Some(&signing(&signer)));
     let base = prefix("signed");
     let small = format!("{base}/metadata/v1.metadata.json");
-    io.new_output(&small)
-        .expect("output")
-        .write(Bytes::from_static(b"{\"format-version\":2}"))
+    write(&io, &small, b"{\"format-version\":2}")
         .await
         .expect("a signed PUT");
     let input = io.new_input(&small).expect("input");
@@ -336,25 +332,12 @@ async fn a_remote_signer_signs_every_request_and_no_store_key_is_needed() {
     );
     // A multipart upload: initiate, parts, complete, each signed.
     let big = format!("{base}/metadata/snap-1.avro");
-    let mut writer = io
-        .new_output(&big)
-        .expect("output")
-        .writer()
-        .await
-        .expect("writer");
+    let mut writer = writer(&io, &big).await;
     let chunk = Bytes::from(vec![7u8; 6 * 1024 * 1024]);
     writer.write(chunk.clone()).await.expect("part");
     writer.write(chunk).await.expect("part");
     writer.close().await.expect("a signed multipart upload");
-    assert_eq!(
-        io.new_input(&big)
-            .expect("input")
-            .metadata()
-            .await
-            .expect("head")
-            .size,
-        12 * 1024 * 1024
-    );
+    assert_eq!(size(&io, &big).await, 12 * 1024 * 1024);
     io.delete(&small).await.expect("a signed DELETE");
     io.delete(&big).await.expect("a signed DELETE");
     let asked = signer.asked.lock().expect("asked").clone();
@@ -375,17 +358,10 @@ async fn a_remote_signer_signs_every_request_and_no_store_key_is_needed() {
         ..Default::default()
     });
     let io = file_io(&keyless_store(), Some(&signing(&refusing)));
-    let err = io
-        .new_output(format!("{base}/metadata/refused.avro"))
-        .expect("output")
-        .write(Bytes::from_static(b"x"))
+    let err = write(&io, &format!("{base}/metadata/refused.avro"), b"x")
         .await
         .expect_err("refused");
-    assert_eq!(
-        classify_iceberg_io(&err),
-        Some(ErrorCode::AuthFailed),
-        "{err:?}"
-    );
+    assert_classified(&err, ErrorCode::AuthFailed);
     assert_eq!(
         refusing.asked.lock().expect("asked").len(),
         1,
@@ -397,21 +373,17 @@ async fn a_remote_signer_signs_every_request_and_no_store_key_is_needed() {
 async fn a_store_without_keys_and_nothing_from_the_catalog_fails_at_once_naming_the_keys() {
     let io = file_io(&keyless_store(), None);
     let started = std::time::Instant::now();
-    let err = io
-        .new_input(format!("{}/metadata/v1.metadata.json", prefix("nokeys")))
-        .expect("input")
-        .read()
-        .await
-        .expect_err("no credentials");
+    let err = read(
+        &io,
+        &format!("{}/metadata/v1.metadata.json", prefix("nokeys")),
+    )
+    .await
+    .expect_err("no credentials");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(2),
         "fast"
     );
-    assert_eq!(
-        classify_iceberg_io(&err),
-        Some(ErrorCode::AuthFailed),
-        "{err:?}"
-    );
+    assert_classified(&err, ErrorCode::AuthFailed);
     let text = format!("{err:?}");
     for named in [
         "store.access_key_id",

@@ -20,14 +20,7 @@ async fn two_registrars_racing_to_create_a_table_register_every_segment_once() {
         keys.push(h.ship_telemetry(n, 10).await);
     }
     // B finds the table absent and tries to create it; its register call is held.
-    let proxy = HoldProxy::start(
-        &h.env.catalog_uri,
-        Hold {
-            path_suffix: "/register".into(),
-            body_contains: "telemetry".into(),
-        },
-    )
-    .await;
+    let proxy = HoldProxy::start(&h.env.catalog_uri, Hold::creation("telemetry")).await;
     let b = h
         .start_with(h.config_via(&proxy.uri), Tuning::default())
         .await;
@@ -56,14 +49,7 @@ async fn a_schema_commit_that_brings_another_writers_snapshot_is_filtered_again(
     keys.push(h.ship("telemetry", &extended_batch(4, 10)).await);
 
     // B's batch (segments 2-5) needs a schema change for segment 5: the change is held.
-    let proxy = HoldProxy::start(
-        &h.env.catalog_uri,
-        Hold {
-            path_suffix: "/tables/telemetry".into(),
-            body_contains: "add-schema".into(),
-        },
-    )
-    .await;
+    let proxy = HoldProxy::start(&h.env.catalog_uri, Hold::schema_commit("telemetry")).await;
     let b = h
         .start_with(h.config_via(&proxy.uri), Tuning::default())
         .await;
@@ -115,7 +101,6 @@ async fn a_schema_commit_that_brings_another_writers_snapshot_is_filtered_again(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_that_goes_back_in_seq_is_refused() {
-    use thadam_iceberg::protocol::feed::ChannelFeed;
     use thadam_iceberg::protocol::segment::UploadedSegment;
 
     let mut h = Harness::new("feed_order");
@@ -127,22 +112,12 @@ async fn a_feed_that_goes_back_in_seq_is_refused() {
         .expect("head")
         .size;
     let segment = |seq: u64| UploadedSegment {
-        seq,
-        dataset: "telemetry".into(),
-        segment_id: format!("s{seq}"),
-        object_key: key.clone(),
         file_size: size,
         row_count: 10,
-        uploaded_at_ms: 0,
         catalog_id: Some("embedded-catalog".into()),
+        ..common::segment(seq, "telemetry", &key)
     };
-    let (sender, feed) = ChannelFeed::new(4);
-    let handle = thadam_iceberg::Registrar::builder(h.config.clone())
-        .feed(feed)
-        .tuning(Tuning::default())
-        .start()
-        .await
-        .expect("start");
+    let (sender, handle) = h.start_fed(Tuning::default(), 4).await;
     sender.send(segment(7)).await.expect("send");
     // Seq 5 after 7: a watermark at 7 would cover it silently.
     let _ = sender.send(segment(5)).await;

@@ -281,45 +281,15 @@ async fn an_unreachable_catalog_is_retried_until_it_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedding_runtime_feeds_its_own_catalog() {
     use thadam_iceberg::Tuning;
-    use thadam_iceberg::protocol::feed::ChannelFeed;
-    use thadam_iceberg::protocol::segment::UploadedSegment;
 
     let h = Harness::new("embedded");
     // The runtime uploads files itself and keeps its own catalog: no segment log file at all.
     let mut uploaded = Vec::new();
     for n in 0..2u64 {
-        let key =
-            common::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &format!("own-{n}"));
-        let parquet =
-            common::demo::write_parquet(&[common::demo::telemetry_batch(n, 20).expect("batch")])
-                .expect("parquet");
-        let size = parquet.len() as u64;
-        h.store
-            .put(
-                &object_store::path::Path::from(key.as_str()),
-                parquet.into(),
-            )
-            .await
-            .expect("upload");
-        uploaded.push(UploadedSegment {
-            seq: 100 + n,
-            dataset: "telemetry".to_string(),
-            segment_id: format!("own-{n}"),
-            object_key: key,
-            file_size: size,
-            row_count: 20,
-            uploaded_at_ms: 0,
-            catalog_id: None,
-        });
+        uploaded.push(h.upload_own(n, 20, 100 + n).await);
     }
     for round in 0..2 {
-        let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
-            .feed(feed)
-            .tuning(Tuning::default())
-            .start()
-            .await
-            .expect("start");
+        let (sender, handle) = h.start_fed(Tuning::default(), 16).await;
         // On every start the runtime replays what its catalog holds.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

@@ -16,8 +16,6 @@ use common::{Harness, Options, manifest_entries, py};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use thadam_iceberg::Tuning;
-use thadam_iceberg::protocol::feed::ChannelFeed;
-use thadam_iceberg::protocol::segment::UploadedSegment;
 use thadam_iceberg::testing::Hooks;
 use thadam_iceberg::testing::WATERMARK_KEY;
 
@@ -265,39 +263,12 @@ async fn snapshots_no_watermark_covers_are_never_expired() {
     let mut uploaded = Vec::new();
     let mut keys = Vec::new();
     for n in 0..6u64 {
-        let id = format!("own-{n}");
-        let key = common::demo::object_key(&h.prefix, &h.pipeline, "telemetry", &id);
-        let parquet =
-            common::demo::write_parquet(&[common::demo::telemetry_batch(n, 10).expect("batch")])
-                .expect("parquet");
-        let size = parquet.len() as u64;
-        h.store
-            .put(
-                &object_store::path::Path::from(key.as_str()),
-                parquet.into(),
-            )
-            .await
-            .expect("upload");
-        keys.push(key.clone());
-        uploaded.push(UploadedSegment {
-            seq: n + 1,
-            dataset: "telemetry".to_string(),
-            segment_id: id,
-            object_key: key,
-            file_size: size,
-            row_count: 10,
-            uploaded_at_ms: 0,
-            catalog_id: None,
-        });
+        let segment = h.upload_own(n, 10, n + 1).await;
+        keys.push(segment.object_key.clone());
+        uploaded.push(segment);
     }
     for round in 0..2 {
-        let (sender, feed) = ChannelFeed::new(16);
-        let handle = thadam_iceberg::Registrar::builder(h.config.clone())
-            .feed(feed)
-            .tuning(tuning(HOUR))
-            .start()
-            .await
-            .expect("start");
+        let (sender, handle) = h.start_fed(tuning(HOUR), 16).await;
         // The runtime replays what its catalog holds on every start.
         for segment in &uploaded {
             sender.send(segment.clone()).await.expect("send");

@@ -470,14 +470,7 @@ async fn a_held_schema_commit_of_one_table_does_not_hold_up_another_table() {
 
     // The telemetry table's next file adds a column: its schema commit is held.
     telemetry.push(h.ship("telemetry", &extended_batch(1, 10)).await);
-    let proxy = HoldProxy::start(
-        &h.env.catalog_uri,
-        Hold {
-            path_suffix: "/tables/telemetry".into(),
-            body_contains: "add-schema".into(),
-        },
-    )
-    .await;
+    let proxy = HoldProxy::start(&h.env.catalog_uri, Hold::schema_commit("telemetry")).await;
     let handle = h
         .start_with(h.config_via(&proxy.uri), Tuning::default())
         .await;

@@ -11,26 +11,20 @@ use std::time::Duration;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema};
 use common::demo;
-use common::tls::{Caddy, Front, Pki, TokenMock, assert_no_secret, captured_logs, pem_body_lines};
+use common::logs::{assert_no_secret, captured_logs};
+use common::tls::{Caddy, Front, Pki, TlsScenario, TokenMock, pem_body_lines, secured};
 use common::{Harness, data_files, read_all, row_count, unique};
 use thadam_iceberg::config::{
     CatalogAuth, ClientAuth, ClientIdentity, OAuth2Credential, RegistrarConfig, Secret,
 };
 use thadam_iceberg::ops::check::{CheckLine, CheckReport, Verdict, check_registrar};
-use thadam_iceberg::{Error, ErrorCode, Registrar};
+use thadam_iceberg::runtime::status::RegistrarStatus;
+use thadam_iceberg::{Error, ErrorCode, Registrar, RegistrarHandle};
 
 /// Hang guard for a start that must fail: a fatal error returns at once, a retried one never.
 const FATAL_GUARD: Duration = Duration::from_secs(30);
 /// Hang guard for registering a few segments.
 const RUN_GUARD: Duration = Duration::from_secs(90);
-
-/// The harness's config pointed at `uri`, with `edit` applied (CA, auth, client certificate).
-fn secured(h: &Harness, uri: &str, edit: impl FnOnce(&mut RegistrarConfig)) -> RegistrarConfig {
-    let mut config = h.config.clone();
-    config.catalog_uri = uri.parse().expect("catalog uri");
-    edit(&mut config);
-    config
-}
 
 fn credential(id: &str, secret: &str, token_uri: &str) -> CatalogAuth {
     credential_with(id, secret, token_uri, ClientAuth::Body)
@@ -49,6 +43,42 @@ fn credential_with(
         oauth2_server_uri: token_uri.parse().expect("token uri"),
         client_auth,
     })
+}
+
+/// A client of a token endpoint: a fresh client id and secret, and a [`TokenMock`] that issues
+/// tokens to them.
+struct OAuthClient {
+    id: String,
+    secret: String,
+    mock: TokenMock,
+}
+
+impl OAuthClient {
+    /// A client with a fresh secret whose tokens live `ttl`.
+    async fn start(ttl: Duration) -> OAuthClient {
+        Self::with_secret(unique("client-secret"), ttl).await
+    }
+
+    async fn with_secret(secret: String, ttl: Duration) -> OAuthClient {
+        let id = unique("thadam");
+        let mock = TokenMock::start(&id, &secret, ttl).await;
+        OAuthClient { id, secret, mock }
+    }
+
+    /// `catalog_credential` for this client at the mock's token endpoint.
+    fn credential(&self) -> CatalogAuth {
+        credential(&self.id, &self.secret, &self.mock.token_uri())
+    }
+
+    /// The harness's config through the mock, authenticated as this client.
+    fn config(&self, h: &Harness) -> RegistrarConfig {
+        secured(h, &self.mock.uri, |c| c.catalog_auth = self.credential())
+    }
+}
+
+/// The fixture's token endpoint behind `caddy`.
+fn token_uri(caddy: &Caddy) -> String {
+    format!("{}/v1/oauth/tokens", caddy.uri())
 }
 
 fn identity(files: &common::tls::CertFiles) -> Option<ClientIdentity> {
@@ -73,6 +103,29 @@ async fn fatal(config: RegistrarConfig) -> Error {
     outcome.expect("a fatal error ends the registrar at once, without retrying (hang guard)")
 }
 
+/// Starts a registrar on `config`.
+async fn start(config: RegistrarConfig) -> RegistrarHandle {
+    Registrar::builder(config)
+        .start()
+        .await
+        .expect("registrar starts")
+}
+
+/// Waits until `handle` has handled `n` segments (hang guard [`RUN_GUARD`]); a fatal error
+/// fails the test with `what`.
+async fn handled(handle: &RegistrarHandle, n: u64, what: &str) -> RegistrarStatus {
+    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= n))
+        .await
+        .expect("registered in time (hang guard)")
+        .expect(what)
+}
+
+/// Stops `handle` and waits for a clean stop.
+async fn stop(handle: RegistrarHandle) {
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+}
+
 /// The telemetry schema plus `firmware` (a new column, field id 8).
 fn evolved_batch(segment: u64, rows: usize) -> RecordBatch {
     let base = demo::telemetry_batch(segment, rows).expect("batch");
@@ -94,16 +147,9 @@ fn evolved_batch(segment: u64, rows: usize) -> RecordBatch {
 async fn registers_with_schema_change(h: &mut Harness, config: RegistrarConfig) {
     h.ship_telemetry(0, 40).await;
     h.ship("telemetry", &evolved_batch(1, 30)).await;
-    let handle = Registrar::builder(config)
-        .start()
-        .await
-        .expect("registrar starts");
-    let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 2))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("registered without a fatal error");
-    handle.stop();
-    handle.wait().await.expect("clean stop");
+    let handle = start(config).await;
+    let status = handled(&handle, 2, "registered without a fatal error").await;
+    stop(handle).await;
     assert_eq!(status.tables.values().map(|t| t.registered).sum::<u64>(), 2);
 
     let table = h.table("telemetry").await.expect("table created");
@@ -142,27 +188,17 @@ async fn fails_and_registers_nothing(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_with_the_ca_registers_and_commits_a_schema_change() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front::tls(&pki.server));
-    let mut h = Harness::new("https");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone())
-    });
-    registers_with_schema_change(&mut h, config).await;
+    let mut s = TlsScenario::start("https", |pki| Front::tls(&pki.server));
+    let config = s.config(|_| {});
+    registers_with_schema_change(&mut s.h, config).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_ca_is_fatal_config_invalid() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front::tls(&pki.server));
-    let mut h = Harness::new("otherca");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.other_ca.clone())
-    });
+    let mut s = TlsScenario::start("otherca", |pki| Front::tls(&pki.server));
+    let config = s.config(|c| c.catalog_ca_file = Some(s.pki.other_ca.clone()));
     let err =
-        fails_and_registers_nothing(&mut h, config, ErrorCode::ConfigInvalid, "UnknownIssuer")
+        fails_and_registers_nothing(&mut s.h, config, ErrorCode::ConfigInvalid, "UnknownIssuer")
             .await;
     assert!(
         err.to_string().contains("catalog_ca_file"),
@@ -172,25 +208,17 @@ async fn a_different_ca_is_fatal_config_invalid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ca_means_platform_roots_which_do_not_know_the_test_ca() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front::tls(&pki.server));
-    let mut h = Harness::new("noca");
-    let config = secured(&h, &caddy.uri(), |c| c.catalog_ca_file = None);
-    fails_and_registers_nothing(&mut h, config, ErrorCode::ConfigInvalid, "UnknownIssuer").await;
+    let mut s = TlsScenario::start("noca", |pki| Front::tls(&pki.server));
+    let config = s.config(|c| c.catalog_ca_file = None);
+    fails_and_registers_nothing(&mut s.h, config, ErrorCode::ConfigInvalid, "UnknownIssuer").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_server_certificate_is_fatal_config_invalid() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front::tls(&pki.expired));
-    let mut h = Harness::new("expired");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone())
-    });
+    let mut s = TlsScenario::start("expired", |pki| Front::tls(&pki.expired));
+    let config = s.config(|_| {});
     fails_and_registers_nothing(
-        &mut h,
+        &mut s.h,
         config,
         ErrorCode::ConfigInvalid,
         "certificate expired",
@@ -200,18 +228,13 @@ async fn an_expired_server_certificate_is_fatal_config_invalid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_for_another_host_is_fatal_config_invalid() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front {
+    let mut s = TlsScenario::start("wronghost", |pki| Front {
         default_sni: Some("wrong.example"),
         ..Front::tls(&pki.wrong_host)
     });
-    let mut h = Harness::new("wronghost");
-    let config = secured(&h, &caddy.ip_uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone())
-    });
+    let config = s.config_at(&s.caddy.ip_uri(), |_| {});
     fails_and_registers_nothing(
-        &mut h,
+        &mut s.h,
         config,
         ErrorCode::ConfigInvalid,
         "not valid for name",
@@ -232,37 +255,25 @@ fn bearer_rules(token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bearer_front_accepts_the_token_including_the_schema_commit() {
-    captured_logs();
-    let pki = Pki::generate();
     let token = unique("bearer");
-    let caddy = Caddy::start(Front {
+    let mut s = TlsScenario::start("bearer", |pki| Front {
         rules: bearer_rules(&token),
         ..Front::tls(&pki.server)
     });
-    let mut h = Harness::new("bearer");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_auth = CatalogAuth::Token(Secret::new(token.clone()));
-    });
-    registers_with_schema_change(&mut h, config).await;
+    let config = s.config(|c| c.catalog_auth = CatalogAuth::Token(Secret::new(token.clone())));
+    registers_with_schema_change(&mut s.h, config).await;
     assert_no_secret(&[token], &[("logs", &captured_logs().text())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_bearer_token_is_fatal_auth_failed() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front {
+    let mut s = TlsScenario::start("badbearer", |pki| Front {
         rules: bearer_rules(&unique("right")),
         ..Front::tls(&pki.server)
     });
-    let mut h = Harness::new("badbearer");
     let wrong = unique("wrong");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_auth = CatalogAuth::Token(Secret::new(wrong.clone()));
-    });
-    let err = fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "401").await;
+    let config = s.config(|c| c.catalog_auth = CatalogAuth::Token(Secret::new(wrong.clone())));
+    let err = fails_and_registers_nothing(&mut s.h, config, ErrorCode::AuthFailed, "401").await;
     assert_no_secret(&[wrong], &[("the error", &err.to_string())]);
 }
 
@@ -277,45 +288,36 @@ fn oauth2_rules(client_id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oauth2_front_accepts_the_exchanged_token_including_the_schema_commit() {
-    captured_logs();
-    let pki = Pki::generate();
     let client_id = unique("thadam");
     let secret = unique("client-secret");
-    let caddy = Caddy::start(Front {
+    let mut s = TlsScenario::start("oauth2", |pki| Front {
         rules: oauth2_rules(&client_id),
         ..Front::tls(&pki.server)
     });
-    let mut h = Harness::new("oauth2");
-    let token_uri = format!("{}/v1/oauth/tokens", caddy.uri());
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    let config = s.config(|c| {
+        c.catalog_auth = credential(&client_id, &secret, &token_uri(&s.caddy));
     });
-    registers_with_schema_change(&mut h, config).await;
+    registers_with_schema_change(&mut s.h, config).await;
     assert_no_secret(&[secret], &[("logs", &captured_logs().text())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_endpoint_answering_401_is_fatal_auth_failed() {
-    captured_logs();
-    let pki = Pki::generate();
     let client_id = unique("thadam");
-    let caddy = Caddy::start(Front {
+    let mut s = TlsScenario::start("oauth401", |pki| Front {
         rules: format!(
             "\trespond /v1/oauth/tokens 401\n{}",
             oauth2_rules(&client_id)
         ),
         ..Front::tls(&pki.server)
     });
-    let mut h = Harness::new("oauth401");
     let secret = unique("client-secret");
-    let token_uri = format!("{}/v1/oauth/tokens", caddy.uri());
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    let config = s.config(|c| {
+        c.catalog_auth = credential(&client_id, &secret, &token_uri(&s.caddy));
     });
     let err =
-        fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "token endpoint").await;
+        fails_and_registers_nothing(&mut s.h, config, ErrorCode::AuthFailed, "token endpoint")
+            .await;
     assert_no_secret(&[secret], &[("the error", &err.to_string())]);
 }
 
@@ -326,27 +328,17 @@ async fn a_token_endpoint_answering_401_is_fatal_auth_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
     captured_logs();
-    let client_id = unique("thadam");
-    let secret = unique("client-secret");
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(3)).await;
+    let client = OAuthClient::start(Duration::from_secs(3)).await;
+    let mock = &client.mock;
     let mut h = Harness::new("expiry");
-    let config = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
-    });
-    let handle = Registrar::builder(config)
-        .start()
-        .await
-        .expect("registrar starts");
+    let handle = start(client.config(&h)).await;
 
     // Segments shipped across several token lifetimes (3 s each, renewed at 2.4 s).
     let mut shipped = 0u64;
     for n in 0..6u64 {
         h.ship_telemetry(n, 20).await;
         shipped += 1;
-        tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= shipped))
-            .await
-            .expect("registered in time (hang guard)")
-            .expect("no error while tokens expire");
+        handled(&handle, shipped, "no error while tokens expire").await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     assert!(
@@ -375,19 +367,15 @@ async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
     let exchanges = mock.exchanges();
     h.ship_telemetry(6, 20).await;
     shipped += 1;
-    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= shipped))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("a 401 is recovered by one re-exchange");
+    handled(&handle, shipped, "a 401 is recovered by one re-exchange").await;
     assert_eq!(mock.rejected(), 1, "the revoked token met one 401");
     assert_eq!(mock.exchanges(), exchanges + 1, "exactly one re-exchange");
 
-    handle.stop();
-    handle.wait().await.expect("clean stop");
+    stop(handle).await;
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(data_files(&table).await.len(), shipped as usize);
     let mut secrets = mock.issued();
-    secrets.push(secret);
+    secrets.push(client.secret.clone());
     assert_no_secret(&secrets, &[("logs", &captured_logs().text())]);
 }
 
@@ -397,23 +385,25 @@ async fn expiring_tokens_are_renewed_before_they_expire_and_a_401_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_basic_client_authentication_at_the_token_endpoint() {
     captured_logs();
-    let client_id = unique("thadam");
     let secret = format!("{}+/&=:", unique("client-secret"));
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(120)).await;
+    let client = OAuthClient::with_secret(secret, Duration::from_secs(120)).await;
+    let mock = &client.mock;
     mock.require_basic();
     let mut h = Harness::new("basic-auth");
 
     // The default (form body) is refused by a Basic-only endpoint.
-    let config = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
-    });
-    let err = fatal(config).await;
+    let err = fatal(client.config(&h)).await;
     assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
     assert_eq!(mock.exchanges(), 0);
 
     // client_auth: basic works, a schema change included.
     let config = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential_with(&client_id, &secret, &mock.token_uri(), ClientAuth::Basic);
+        c.catalog_auth = credential_with(
+            &client.id,
+            &client.secret,
+            &mock.token_uri(),
+            ClientAuth::Basic,
+        );
     });
     registers_with_schema_change(&mut h, config).await;
     assert!(mock.exchanges() >= 1);
@@ -423,7 +413,7 @@ async fn http_basic_client_authentication_at_the_token_endpoint() {
         "every exchange used Basic"
     );
     let mut secrets = mock.issued();
-    secrets.push(secret);
+    secrets.push(client.secret.clone());
     assert_no_secret(
         &secrets,
         &[
@@ -437,35 +427,21 @@ async fn http_basic_client_authentication_at_the_token_endpoint() {
 /// repeated and succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_419_for_an_expired_token_is_renewed_once() {
-    let client_id = unique("thadam");
-    let secret = unique("client-secret");
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(120)).await;
+    let client = OAuthClient::start(Duration::from_secs(120)).await;
+    let mock = &client.mock;
     mock.answer_expired_with(419);
     let mut h = Harness::new("status-419");
-    let config = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
-    });
-    let handle = Registrar::builder(config)
-        .start()
-        .await
-        .expect("registrar starts");
+    let handle = start(client.config(&h)).await;
     h.ship_telemetry(0, 10).await;
-    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("registered");
+    handled(&handle, 1, "registered").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     mock.revoke_latest();
     let exchanges = mock.exchanges();
     h.ship_telemetry(1, 10).await;
-    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 2))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("a 419 is recovered by one re-exchange");
+    handled(&handle, 2, "a 419 is recovered by one re-exchange").await;
     assert_eq!(mock.rejected(), 1, "the revoked token met one 419");
     assert_eq!(mock.exchanges(), exchanges + 1, "exactly one re-exchange");
-    handle.stop();
-    handle.wait().await.expect("clean stop");
+    stop(handle).await;
     let table = h.table("telemetry").await.expect("table");
     assert_eq!(data_files(&table).await.len(), 2);
 }
@@ -480,9 +456,8 @@ async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchan
     use thadam_iceberg::testing::{TlsSettings, catalog_http_client};
 
     captured_logs();
-    let client_id = unique("thadam");
-    let secret = unique("client-secret");
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
+    let client = OAuthClient::start(Duration::from_secs(60)).await;
+    let mock = &client.mock;
     mock.fail_next(2);
     let http = catalog_http_client(&TlsSettings::default()).expect("http client");
     let retry = RetryPolicy {
@@ -490,7 +465,7 @@ async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchan
         max: Duration::from_millis(400),
         jitter: false,
     };
-    let CatalogAuth::Credential(cred) = credential(&client_id, &secret, &mock.token_uri()) else {
+    let CatalogAuth::Credential(cred) = client.credential() else {
         unreachable!()
     };
     let tokens = RefreshedToken::start(cred, http, retry)
@@ -538,30 +513,22 @@ async fn token_endpoint_outages_are_retried_and_concurrent_401s_share_one_exchan
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credential_refused_at_renewal_stops_the_registrar() {
     captured_logs();
-    let client_id = unique("thadam");
-    let secret = unique("client-secret");
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(2)).await;
+    let client = OAuthClient::start(Duration::from_secs(2)).await;
     let mut h = Harness::new("revoked");
     h.ship_telemetry(0, 10).await;
-    let config = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
-    });
-    let handle = Registrar::builder(config)
-        .start()
-        .await
-        .expect("registrar starts");
-    tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("registered");
-    mock.refuse_exchanges();
+    let handle = start(client.config(&h)).await;
+    handled(&handle, 1, "registered").await;
+    client.mock.refuse_exchanges();
     let err = tokio::time::timeout(FATAL_GUARD, handle.wait())
         .await
         .expect("the refused renewal stops the registrar (hang guard)")
         .expect_err("stopped with a fatal error");
     assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
     assert!(err.to_string().contains("invalid_client"), "{err}");
-    assert_no_secret(&[secret], &[("the error", &err.to_string())]);
+    assert_no_secret(
+        std::slice::from_ref(&client.secret),
+        &[("the error", &err.to_string())],
+    );
 }
 
 /// `--check` with `catalog_credential`: the token is exchanged once, and when the token endpoint
@@ -570,9 +537,8 @@ async fn a_credential_refused_at_renewal_stops_the_registrar() {
 /// redacted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refused() {
-    let client_id = unique("thadam");
-    let secret = unique("client-secret");
-    let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
+    let client = OAuthClient::start(Duration::from_secs(60)).await;
+    let mock = &client.mock;
     let h = Harness::new("check_token");
     let line = |report: &CheckReport, check: &str| -> CheckLine {
         report
@@ -584,9 +550,7 @@ async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refus
     };
 
     // The right secret: one exchange, then the catalog is asked with that token.
-    let good = secured(&h, &mock.uri, |c| {
-        c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
-    });
+    let good = client.config(&h);
     let mut report = CheckReport::default();
     check_registrar(&good, &mut report).await;
     assert_eq!(
@@ -609,7 +573,7 @@ async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refus
     let key = unique("query-key");
     let refused = secured(&h, &mock.uri, |c| {
         c.catalog_auth = credential(
-            &client_id,
+            &client.id,
             &wrong,
             &format!("{}?key={key}", mock.token_uri()),
         );
@@ -635,7 +599,7 @@ async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refus
     assert_eq!(mock.forwarded(), forwarded, "the catalog was not asked");
     assert_eq!(mock.exchanges(), 1, "no token was issued");
     assert_no_secret(
-        &[wrong, secret, key],
+        &[wrong, client.secret.clone(), key],
         &[("the report", &report.to_string())],
     );
 }
@@ -644,55 +608,47 @@ async fn check_does_not_call_the_catalog_reachable_when_the_token_endpoint_refus
 // Mutual TLS
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mtls_works_with_a_client_certificate_from_the_trusted_ca() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front {
+/// A front that asks for a client certificate from the test CA.
+fn mtls(test: &str) -> TlsScenario {
+    TlsScenario::start(test, |pki| Front {
         client_ca: Some(&pki.ca),
         ..Front::tls(&pki.server)
-    });
-    let mut h = Harness::new("mtls");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_client_identity = identity(&pki.client);
-    });
-    registers_with_schema_change(&mut h, config).await;
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_works_with_a_client_certificate_from_the_trusted_ca() {
+    let mut s = mtls("mtls");
+    let config = s.config(|c| c.catalog_client_identity = identity(&s.pki.client));
+    registers_with_schema_change(&mut s.h, config).await;
     assert_no_secret(
-        &pem_body_lines(&pki.client.key_pem),
+        &pem_body_lines(&s.pki.client.key_pem),
         &[("logs", &captured_logs().text())],
     );
 }
 
+/// The mTLS front refuses the client certificate `client` picks (none, or one it does not
+/// trust): fatal `auth.failed`, nothing registered.
+async fn mtls_refuses(test: &str, client: impl FnOnce(&Pki) -> Option<ClientIdentity>) {
+    let mut s = mtls(test);
+    let config = s.config(|c| c.catalog_client_identity = client(&s.pki));
+    fails_and_registers_nothing(
+        &mut s.h,
+        config,
+        ErrorCode::AuthFailed,
+        "client certificate",
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_without_a_client_certificate_is_fatal_auth_failed() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front {
-        client_ca: Some(&pki.ca),
-        ..Front::tls(&pki.server)
-    });
-    let mut h = Harness::new("mtlsnone");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone())
-    });
-    fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "client certificate").await;
+    mtls_refuses("mtlsnone", |_| None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_with_a_certificate_from_another_ca_is_fatal_auth_failed() {
-    captured_logs();
-    let pki = Pki::generate();
-    let caddy = Caddy::start(Front {
-        client_ca: Some(&pki.ca),
-        ..Front::tls(&pki.server)
-    });
-    let mut h = Harness::new("mtlsother");
-    let config = secured(&h, &caddy.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_client_identity = identity(&pki.other_client);
-    });
-    fails_and_registers_nothing(&mut h, config, ErrorCode::AuthFailed, "client certificate").await;
+    mtls_refuses("mtlsother", |pki| identity(&pki.other_client)).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -704,34 +660,30 @@ async fn mtls_with_a_certificate_from_another_ca_is_fatal_auth_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_logs_errors_or_debug_output() {
     let logs = captured_logs();
-    let pki = Pki::generate();
     let right = unique("right-token");
     let wrong = unique("wrong-token");
     let client_id = unique("thadam");
     let secret = unique("client-secret");
-    let mut h = Harness::new("secrets");
     let mut errors = Vec::new();
     let mut debug = Vec::new();
 
     // A wrong bearer token, presented with a client certificate (mTLS + bearer).
-    let bearer = Caddy::start(Front {
+    let mut s = TlsScenario::start("secrets", |pki| Front {
         client_ca: Some(&pki.ca),
         rules: bearer_rules(&right),
         ..Front::tls(&pki.server)
     });
-    let config = secured(&h, &bearer.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
+    let config = s.config(|c| {
         c.catalog_auth = CatalogAuth::Token(Secret::new(wrong.clone()));
-        c.catalog_client_identity = identity(&pki.client);
+        c.catalog_client_identity = identity(&s.pki.client);
     });
     debug.push(format!("{config:?}"));
     errors.push(fatal(config).await);
 
     // A client certificate the front does not trust.
-    let config = secured(&h, &bearer.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
+    let config = s.config(|c| {
         c.catalog_auth = CatalogAuth::Token(Secret::new(right.clone()));
-        c.catalog_client_identity = identity(&pki.other_client);
+        c.catalog_client_identity = identity(&s.pki.other_client);
     });
     debug.push(format!("{config:?}"));
     errors.push(fatal(config).await);
@@ -739,19 +691,17 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
     // A token endpoint that refuses the credential (caddy answers 401).
     let refusing = Caddy::start(Front {
         rules: "\trespond /v1/oauth/tokens 401".to_string(),
-        ..Front::tls(&pki.server)
+        ..Front::tls(&s.pki.server)
     });
-    let token_uri = format!("{}/v1/oauth/tokens", refusing.uri());
-    let config = secured(&h, &refusing.uri(), |c| {
-        c.catalog_ca_file = Some(pki.ca.clone());
-        c.catalog_auth = credential(&client_id, &secret, &token_uri);
+    let config = s.config_at(&refusing.uri(), |c| {
+        c.catalog_auth = credential(&client_id, &secret, &token_uri(&refusing));
     });
     debug.push(format!("{config:?}"));
     errors.push(fatal(config).await);
 
     // A token endpoint that answers invalid_client to a wrong secret.
     let mock = TokenMock::start(&client_id, &unique("other-secret"), Duration::from_secs(60)).await;
-    let config = secured(&h, &mock.uri, |c| {
+    let config = secured(&s.h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
     errors.push(fatal(config).await);
@@ -759,7 +709,7 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
     // A working credential that registers a segment (S3 keys in use), meets a revoked token
     // once, and the clients and status holding it all.
     let mock = TokenMock::start(&client_id, &secret, Duration::from_secs(60)).await;
-    let config = secured(&h, &mock.uri, |c| {
+    let config = secured(&s.h, &mock.uri, |c| {
         c.catalog_auth = credential(&client_id, &secret, &mock.token_uri());
     });
     let client = thadam_iceberg::testing::connect(&config)
@@ -768,19 +718,12 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
     debug.push(format!("{config:?}"));
     debug.push(format!("{client:?}"));
     drop(client);
-    h.ship_telemetry(0, 10).await;
-    let handle = Registrar::builder(config)
-        .start()
-        .await
-        .expect("registrar starts");
+    s.h.ship_telemetry(0, 10).await;
+    let handle = start(config).await;
     mock.revoke_latest();
-    let status = tokio::time::timeout(RUN_GUARD, handle.wait_until(|s| s.handled() >= 1))
-        .await
-        .expect("registered in time (hang guard)")
-        .expect("registered");
+    let status = handled(&handle, 1, "registered").await;
     debug.push(format!("{status:?}"));
-    handle.stop();
-    handle.wait().await.expect("clean stop");
+    stop(handle).await;
     assert!(mock.rejected() >= 1, "the revoked token met a 401");
 
     for e in &errors {
@@ -799,8 +742,8 @@ async fn no_secret_reaches_logs_errors_or_debug_output() {
         std::env::var("THADAM_TEST_S3_SECRET_KEY").expect("S3 secret key"),
     ];
     secrets.extend(mock.issued());
-    secrets.extend(pem_body_lines(&pki.client.key_pem));
-    secrets.extend(pem_body_lines(&pki.other_client.key_pem));
+    secrets.extend(pem_body_lines(&s.pki.client.key_pem));
+    secrets.extend(pem_body_lines(&s.pki.other_client.key_pem));
     assert!(!mock.issued().is_empty(), "a token was issued");
     let log_text = logs.text();
     assert!(

@@ -132,14 +132,8 @@ mod tests {
 
     fn seg(seq: u64, dataset: &str, catalog: Option<&str>) -> UploadedSegment {
         UploadedSegment {
-            seq,
-            dataset: dataset.into(),
-            segment_id: format!("s{seq}"),
-            object_key: format!("k{seq}"),
-            file_size: 1,
-            row_count: 1,
-            uploaded_at_ms: 0,
             catalog_id: catalog.map(str::to_string),
+            ..crate::testing::segment(seq, dataset, &format!("k{seq}"))
         }
     }
 

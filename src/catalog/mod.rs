@@ -7,10 +7,12 @@
 //! comes back as a [`CommitFailure`]: what happened on the wire; what it means for the writer is
 //! decided by the writer (`table::append::retry`). `sigv4` signs each
 //! request when `catalog_sigv4` is set (AWS Glue, S3 Tables); `access` keeps the S3 credentials
-//! a catalog vends with a table, or its remote signing, which `signer` speaks.
+//! a catalog vends with a table, or its remote signing, which `signer` speaks. `error_message`
+//! reads what an error answer says, for `rest` and `signer` alike.
 
 pub(crate) mod access;
 pub(crate) mod auth;
+pub(crate) mod error_message;
 pub(crate) mod outcome;
 pub(crate) mod rest;
 pub(crate) mod signer;

@@ -30,6 +30,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::auth::{BearerToken, SharedTokenSource};
+use crate::catalog::error_message::message_of;
 use crate::catalog::outcome::parse_retry_after;
 use crate::catalog::tls::{error_chain_text, tls_cause};
 use crate::error::{Error, ErrorCode, Result};
@@ -298,7 +299,7 @@ impl CatalogSigner {
             }
             return Attempt::Signed(signed);
         }
-        let message = crate::catalog::rest::message_of(status, &bytes);
+        let message = message_of(status, &bytes);
         let code = status.as_u16();
         if status.is_server_error() || matches!(code, 408 | 429) {
             return Attempt::Transient(

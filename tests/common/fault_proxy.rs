@@ -17,8 +17,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Response, StatusCode};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+
+use super::relay::{Proxy, Reply, Upstream, contains};
 
 /// What to do with one matching commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,27 +78,24 @@ struct Plan {
 pub struct FaultProxy {
     pub uri: String,
     plan: Arc<Mutex<Plan>>,
-    task: JoinHandle<()>,
+    _proxy: Proxy,
 }
 
 impl FaultProxy {
     /// Starts a proxy to `upstream` (`http://host:port`) for commits to table `table_name`.
     pub async fn start(upstream: &str, table_name: &str) -> FaultProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let port = listener.local_addr().expect("addr").port();
         let plan = Arc::new(Mutex::new(Plan::default()));
-        let client = reqwest::Client::new();
-        let upstream = upstream.trim_end_matches('/').to_string();
         let suffix = format!("/tables/{table_name}");
-        let state = (Arc::clone(&plan), client, upstream, suffix);
-        let task = super::relay::serve(listener, move |parts, body| {
-            let (plan, client, upstream, suffix) = state.clone();
-            async move { handle(parts, body, &plan, &client, &upstream, &suffix).await }
-        });
+        let state = (Arc::clone(&plan), suffix);
+        let proxy = Proxy::start(upstream, move |parts, body, upstream| {
+            let (plan, suffix) = state.clone();
+            async move { handle(parts, body, &plan, &upstream, &suffix).await }
+        })
+        .await;
         FaultProxy {
-            uri: format!("http://127.0.0.1:{port}"),
+            uri: proxy.uri.clone(),
             plan,
-            task,
+            _proxy: proxy,
         }
     }
 
@@ -144,20 +141,11 @@ impl FaultProxy {
     }
 }
 
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
-
 async fn handle(
     parts: hyper::http::request::Parts,
     body: Bytes,
     plan: &Mutex<Plan>,
-    client: &reqwest::Client,
-    upstream: &str,
+    upstream: &Upstream,
     suffix: &str,
 ) -> Reply {
     let path = parts.uri.path();
@@ -244,10 +232,7 @@ async fn handle(
         }
         _ => {}
     }
-    let answer = match super::relay::request(client, upstream, &parts, body, false)
-        .send()
-        .await
-    {
+    let answer = match upstream.send(&parts, body, false).await {
         Ok(a) => a,
         Err(_) => return Ok(status_only(502)),
     };
@@ -292,10 +277,6 @@ fn json_answer(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
         hyper::header::HeaderValue::from_static("application/json"),
     );
     r
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn status_only(status: u16) -> Response<Full<Bytes>> {

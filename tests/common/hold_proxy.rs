@@ -9,9 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Response, StatusCode};
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
+
+use super::relay::{Proxy, Reply, Upstream, contains};
 
 /// Which request to hold: a POST whose path ends with `path_suffix` and whose body contains
 /// `body_contains`.
@@ -19,6 +19,24 @@ use tokio::task::JoinHandle;
 pub struct Hold {
     pub path_suffix: String,
     pub body_contains: String,
+}
+
+impl Hold {
+    /// The schema commit (`add-schema`) of table `table`.
+    pub fn schema_commit(table: &str) -> Hold {
+        Hold {
+            path_suffix: format!("/tables/{table}"),
+            body_contains: "add-schema".into(),
+        }
+    }
+
+    /// The creation of table `table` (`POST .../register`, how the registrar creates tables).
+    pub fn creation(table: &str) -> Hold {
+        Hold {
+            path_suffix: "/register".into(),
+            body_contains: table.into(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -34,30 +52,27 @@ pub struct HoldProxy {
     pub uri: String,
     state: Arc<Mutex<State>>,
     changed: Arc<Notify>,
-    task: JoinHandle<()>,
+    _proxy: Proxy,
 }
 
 impl HoldProxy {
     pub async fn start(upstream: &str, hold: Hold) -> HoldProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let port = listener.local_addr().expect("addr").port();
         let state = Arc::new(Mutex::new(State {
             armed: Some(hold),
             ..State::default()
         }));
         let changed = Arc::new(Notify::new());
-        let client = reqwest::Client::new();
-        let upstream = upstream.trim_end_matches('/').to_string();
-        let shared = (Arc::clone(&state), Arc::clone(&changed), client, upstream);
-        let task = super::relay::serve(listener, move |parts, body| {
-            let (state, changed, client, upstream) = shared.clone();
-            async move { handle(parts, body, &state, &changed, &client, &upstream).await }
-        });
+        let shared = (Arc::clone(&state), Arc::clone(&changed));
+        let proxy = Proxy::start(upstream, move |parts, body, upstream| {
+            let (state, changed) = shared.clone();
+            async move { handle(parts, body, &state, &changed, &upstream).await }
+        })
+        .await;
         HoldProxy {
-            uri: format!("http://127.0.0.1:{port}"),
+            uri: proxy.uri.clone(),
             state,
             changed,
-            task,
+            _proxy: proxy,
         }
     }
 
@@ -94,30 +109,19 @@ impl HoldProxy {
     }
 }
 
-impl Drop for HoldProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
-
 async fn handle(
     parts: hyper::http::request::Parts,
     body: Bytes,
     state: &Mutex<State>,
     changed: &Notify,
-    client: &reqwest::Client,
-    upstream: &str,
+    upstream: &Upstream,
 ) -> Reply {
     let hold = {
         let mut s = state.lock().expect("state");
         let matches = s.armed.as_ref().is_some_and(|h| {
             parts.method == hyper::Method::POST
                 && parts.uri.path().ends_with(&h.path_suffix)
-                && body
-                    .windows(h.body_contains.len())
-                    .any(|w| w == h.body_contains.as_bytes())
+                && contains(&body, h.body_contains.as_bytes())
         });
         if matches {
             s.armed = None;
@@ -135,10 +139,7 @@ async fn handle(
             notified.await;
         }
     }
-    let answer = match super::relay::request(client, upstream, &parts, body, false)
-        .send()
-        .await
-    {
+    let answer = match upstream.send(&parts, body, false).await {
         Ok(a) => a,
         Err(_) => return Ok(status_only(502)),
     };

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod fault_proxy;
 pub mod forward;
 pub mod hold_proxy;
+pub mod logs;
 pub mod metrics;
 pub mod py;
 pub mod relay;
@@ -25,8 +26,9 @@ use object_store::ObjectStore;
 use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::SegmentLogWriter;
 use thadam_iceberg::runtime::status::RegistrarStatus;
+pub use thadam_iceberg::testing::segment;
 use thadam_iceberg::testing::{RestClient, TableName};
-use thadam_iceberg::{Registrar, RegistrarHandle};
+use thadam_iceberg::{ChannelFeed, FeedSender, Registrar, RegistrarHandle, UploadedSegment};
 
 /// Where the servers are. Fails loudly (never skips) when they are not running.
 pub struct ServerEnv {
@@ -344,6 +346,30 @@ impl Harness {
         key
     }
 
+    /// Uploads telemetry segment number `n` (`rows` rows) as an embedding runtime does, with its
+    /// own catalog: object `own-{n}` in the store, no segment log record. Returns its record, at
+    /// `seq`, for the test to feed.
+    pub async fn upload_own(&self, n: u64, rows: usize, seq: u64) -> UploadedSegment {
+        let id = format!("own-{n}");
+        let key = demo::object_key(&self.prefix, &self.pipeline, "telemetry", &id);
+        let parquet = demo::write_parquet(&[demo::telemetry_batch(n, rows).expect("batch")])
+            .expect("parquet");
+        let size = parquet.len() as u64;
+        self.store
+            .put(
+                &object_store::path::Path::from(key.as_str()),
+                parquet.into(),
+            )
+            .await
+            .expect("upload");
+        UploadedSegment {
+            segment_id: id,
+            file_size: size,
+            row_count: rows as u64,
+            ..segment(seq, "telemetry", &key)
+        }
+    }
+
     /// Ships telemetry segment number `n` (rows `n*rows ..`).
     pub async fn ship_telemetry(&mut self, n: u64, rows: usize) -> String {
         let batch = demo::telemetry_batch(n, rows).expect("batch");
@@ -388,6 +414,24 @@ impl Harness {
             .start()
             .await
             .expect("registrar starts")
+    }
+
+    /// Starts a registrar with `tuning` fed through a channel of `capacity`, as an embedding
+    /// runtime with its own catalog feeds it (not from the segment log); returns the channel's
+    /// sending end with it.
+    pub async fn start_fed(
+        &self,
+        tuning: thadam_iceberg::Tuning,
+        capacity: usize,
+    ) -> (FeedSender, RegistrarHandle) {
+        let (sender, feed) = ChannelFeed::new(capacity);
+        let handle = Registrar::builder(self.config.clone())
+            .feed(feed)
+            .tuning(tuning)
+            .start()
+            .await
+            .expect("start");
+        (sender, handle)
     }
 
     /// Runs `handle` until it has handled `n` segments, then stops it cleanly.

@@ -1,7 +1,9 @@
 //! Forwarding one HTTP request to the real server and its answer back, for the test proxies
-//! (fault proxy, hold proxy, S3 fronts): the one place that decides which headers travel.
+//! (fault proxy, hold proxy, S3 fronts): the one place that decides which headers travel, and
+//! the skeleton they share ([`Proxy`]: a loopback port, an accept loop, the upstream).
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -12,13 +14,76 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+/// What a proxy's handler answers: a response, or `Err` to drop the connection unanswered.
+pub type Reply = Result<Response<Full<Bytes>>, std::io::Error>;
+
+/// A proxy on a free 127.0.0.1 port in front of a real server: every request goes to its
+/// handler, which forwards it (through the [`Upstream`] it is handed), changes it, or answers
+/// itself. Stops serving when dropped.
+pub struct Proxy {
+    /// `http://127.0.0.1:{port}`.
+    pub uri: String,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Starts a proxy in front of `upstream` (`http://host:port`) answering with `handler`.
+    pub async fn start<F, Fut>(upstream: &str, handler: F) -> Proxy
+    where
+        F: Fn(Parts, Bytes, Upstream) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Reply> + Send + 'static,
+    {
+        let (listener, uri) = listen().await;
+        let upstream = Upstream {
+            client: reqwest::Client::new(),
+            base: upstream.trim_end_matches('/').into(),
+        };
+        let task = serve(listener, move |parts, body| {
+            handler(parts, body, upstream.clone())
+        });
+        Proxy { uri, task }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The real server behind a [`Proxy`], and the client that reaches it.
+#[derive(Clone)]
+pub struct Upstream {
+    client: reqwest::Client,
+    base: Arc<str>,
+}
+
+impl Upstream {
+    /// Sends `parts` + `body` on (see [`request`]) and returns the real answer.
+    pub async fn send(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        keep_host: bool,
+    ) -> reqwest::Result<reqwest::Response> {
+        request(&self.client, &self.base, parts, body, keep_host)
+            .send()
+            .await
+    }
+
+    /// Sends `parts` + `body` on and hands the answer back as it came (see [`forward`]).
+    pub async fn forward(&self, parts: &Parts, body: Bytes, keep_host: bool) -> Reply {
+        forward(&self.client, &self.base, parts, body, keep_host).await
+    }
+}
+
 /// Serves HTTP/1 on `listener` until the task is aborted: each request's body is read whole and
 /// handed to `handler` with its head. An `Err` from the handler drops the connection without
 /// an answer (a lost response).
 pub fn serve<F, Fut>(listener: TcpListener, handler: F) -> JoinHandle<()>
 where
     F: Fn(Parts, Bytes) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<Response<Full<Bytes>>, std::io::Error>> + Send + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
 {
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -62,7 +127,7 @@ pub async fn forward(
     parts: &Parts,
     body: Bytes,
     keep_host: bool,
-) -> Result<Response<Full<Bytes>>, std::io::Error> {
+) -> Reply {
     let answer = request(client, upstream, parts, body, keep_host)
         .send()
         .await
@@ -70,6 +135,11 @@ pub async fn forward(
     let (status, headers) = (answer.status().as_u16(), answer.headers().clone());
     let bytes = answer.bytes().await.unwrap_or_default();
     Ok(response(status, &headers, bytes))
+}
+
+/// Whether a request body holds `needle` (how the proxies pick the requests they act on).
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// A REST catalog error answer (the spec's `ErrorModel`): `status`, `kind` (e.g.

@@ -2,12 +2,12 @@
 //! metadata) the way a store can, and forwards everything else unchanged. The client's Host
 //! header is kept, so SigV4 signatures still verify upstream.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use tokio::task::JoinHandle;
+
+use super::relay::Proxy;
 
 /// What the front does to writes.
 #[derive(Debug, Clone, Copy)]
@@ -20,13 +20,7 @@ pub enum WriteFault {
 
 pub struct S3Front {
     pub uri: String,
-    task: JoinHandle<()>,
-}
-
-impl Drop for S3Front {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _proxy: Proxy,
 }
 
 fn s3_error(status: hyper::StatusCode, code: &str) -> hyper::Response<Full<Bytes>> {
@@ -41,30 +35,27 @@ fn s3_error(status: hyper::StatusCode, code: &str) -> hyper::Response<Full<Bytes
 
 impl S3Front {
     pub async fn start(upstream: &str, fault: WriteFault) -> S3Front {
-        let (listener, uri) = super::relay::listen().await;
-        let client = reqwest::Client::new();
-        let upstream: Arc<str> = upstream.trim_end_matches('/').into();
         let started = Instant::now();
-        let task = super::relay::serve(listener, move |parts, body| {
-            let (client, upstream) = (client.clone(), Arc::clone(&upstream));
-            async move {
-                let write =
-                    parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST;
-                match fault {
-                    WriteFault::Refuse if write => {
-                        return Ok(s3_error(hyper::StatusCode::FORBIDDEN, "AccessDenied"));
-                    }
-                    WriteFault::Outage(d) if write && started.elapsed() < d => {
-                        return Ok(s3_error(
-                            hyper::StatusCode::SERVICE_UNAVAILABLE,
-                            "ServiceUnavailable",
-                        ));
-                    }
-                    _ => {}
+        let proxy = Proxy::start(upstream, move |parts, body, upstream| async move {
+            let write = parts.method == hyper::Method::PUT || parts.method == hyper::Method::POST;
+            match fault {
+                WriteFault::Refuse if write => {
+                    return Ok(s3_error(hyper::StatusCode::FORBIDDEN, "AccessDenied"));
                 }
-                super::relay::forward(&client, &upstream, &parts, body, true).await
+                WriteFault::Outage(d) if write && started.elapsed() < d => {
+                    return Ok(s3_error(
+                        hyper::StatusCode::SERVICE_UNAVAILABLE,
+                        "ServiceUnavailable",
+                    ));
+                }
+                _ => {}
             }
-        });
-        S3Front { uri, task }
+            upstream.forward(&parts, body, true).await
+        })
+        .await;
+        S3Front {
+            uri: proxy.uri.clone(),
+            _proxy: proxy,
+        }
     }
 }

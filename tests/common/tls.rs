@@ -1,14 +1,14 @@
 //! Fixtures for tests/tls_auth.rs: throwaway CAs and certificates made with rcgen, a real
 //! TLS-terminating front (Debian's caddy, one process per scenario) in front of the REST fixture,
-//! an in-process OAuth2 token endpoint with a front that rejects expired tokens, and a capture of
-//! every log line the test process writes.
+//! the scenario most of its tests start from (a [`TlsScenario`]: certificates, a front, a harness
+//! whose config trusts the front), and an in-process OAuth2 token endpoint with a front that
+//! rejects expired tokens.
 
-use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -23,7 +23,11 @@ use rcgen::{
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use thadam_iceberg::config::RegistrarConfig;
+
+use super::Harness;
 use super::forward::reserve_port;
+use super::logs::captured_logs;
 
 // ---------------------------------------------------------------------------------------------
 // Certificates
@@ -297,6 +301,50 @@ impl Drop for Caddy {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A TLS scenario: what most TLS tests start from
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh [`Pki`], a caddy front made from it, and the test's harness. The log capture is
+/// installed first, so that every line the scenario logs is seen.
+pub struct TlsScenario {
+    pub pki: Pki,
+    pub caddy: Caddy,
+    pub h: Harness,
+}
+
+impl TlsScenario {
+    /// A scenario for test `test`; `front` sets up the front from the scenario's certificates.
+    pub fn start(test: &str, front: impl FnOnce(&Pki) -> Front<'_>) -> TlsScenario {
+        captured_logs();
+        let pki = Pki::generate();
+        let caddy = Caddy::start(front(&pki));
+        let h = Harness::new(test);
+        TlsScenario { pki, caddy, h }
+    }
+
+    /// The harness's config through the front (by name), trusting the test CA, with `edit`
+    /// applied after (auth, a client certificate, another CA).
+    pub fn config(&self, edit: impl FnOnce(&mut RegistrarConfig)) -> RegistrarConfig {
+        self.config_at(&self.caddy.uri(), edit)
+    }
+
+    /// [`TlsScenario::config`] through `uri` (the front by IP, or another front).
+    pub fn config_at(&self, uri: &str, edit: impl FnOnce(&mut RegistrarConfig)) -> RegistrarConfig {
+        secured(&self.h, uri, |c| {
+            c.catalog_ca_file = Some(self.pki.ca.clone());
+            edit(c);
+        })
+    }
+}
+
+/// The harness's config pointed at `uri`, with `edit` applied (CA, auth, client certificate).
+pub fn secured(h: &Harness, uri: &str, edit: impl FnOnce(&mut RegistrarConfig)) -> RegistrarConfig {
+    let mut config = h.config_via(uri);
+    edit(&mut config);
+    config
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,71 +643,10 @@ async fn front(State(state): State<Arc<MockState>>, request: Request) -> Respons
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Log capture
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Default)]
-pub struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl LogBuffer {
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log buffer")).into_owned()
-    }
-}
-
-impl Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Every log line this test process writes from now on (tracing, and `log` records through the
-/// bridge), at debug level and above, ours at trace. Installed once, as the global default, so
-/// the registrar's tasks on every worker thread are captured.
-pub fn captured_logs() -> LogBuffer {
-    static BUFFER: OnceLock<LogBuffer> = OnceLock::new();
-    BUFFER
-        .get_or_init(|| {
-            let buffer = LogBuffer::default();
-            let writer = buffer.clone();
-            tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new(
-                    "debug,thadam_iceberg=trace",
-                ))
-                .with_ansi(false)
-                .with_writer(move || writer.clone())
-                .try_init()
-                .expect("the log capture is the only global subscriber");
-            buffer
-        })
-        .clone()
-}
-
 /// The PEM body lines of a private key (each would betray it).
 pub fn pem_body_lines(pem: &str) -> Vec<String> {
     pem.lines()
         .filter(|l| !l.starts_with("-----") && l.len() > 16)
         .map(str::to_string)
         .collect()
-}
-
-/// Fails if any secret occurs in any text.
-pub fn assert_no_secret(secrets: &[String], texts: &[(&str, &str)]) {
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        for (what, text) in texts {
-            if let Some(line) = text.lines().find(|l| l.contains(secret.as_str())) {
-                // Show where, with the secret itself masked.
-                let line = line.replace(secret.as_str(), "<SECRET>");
-                panic!(
-                    "a secret appears in {what}: {}",
-                    &line[..line.len().min(600)]
-                );
-            }
-        }
-    }
 }

@@ -31,7 +31,6 @@ use crate::io::clients::S3Clients;
 
 pub use crate::catalog::table_name::TableName;
 use answer::Refs;
-pub(crate) use transport::message_of;
 use transport::{
     SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
     status_error,

@@ -7,11 +7,11 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::Method;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::catalog::TableName;
 use crate::catalog::auth::{BearerToken, SharedTokenSource};
+use crate::catalog::error_message::message_of;
 use crate::catalog::outcome::{
     CallKind, StatusOutcome, classify_status, parse_retry_after, status_cause,
 };
@@ -334,35 +334,11 @@ pub(super) fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Resul
     })
 }
 
-/// The REST spec's error body (`iceberg_catalog_rest::ErrorResponse` keeps its fields private).
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorModel,
-}
-
-#[derive(Deserialize)]
-struct ErrorModel {
-    message: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
 /// The server's own explanation: the REST `ErrorModel` message when there is one.
 pub(super) async fn error_message(response: reqwest::Response) -> String {
     let status = response.status();
     let bytes = response.bytes().await.unwrap_or_default();
     message_of(status, &bytes)
-}
-
-/// The message of an error answer's body: the REST `ErrorModel`'s message and type, else the
-/// first 512 bytes of the body as text, else the status. Catalog answers and the S3 signer's
-/// share the model.
-pub(crate) fn message_of(status: reqwest::StatusCode, bytes: &[u8]) -> String {
-    match serde_json::from_slice::<ErrorBody>(bytes) {
-        Ok(body) => format!("{} ({})", body.error.message, body.error.kind),
-        Err(_) if bytes.is_empty() => status.to_string(),
-        Err(_) => String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
-    }
 }
 
 /// The error for a status the caller does not handle itself, per [`classify_status`].
@@ -391,6 +367,8 @@ pub(super) async fn status_error(response: reqwest::Response, what: &str) -> Err
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use serde::Deserialize;
 
     use super::*;
     use crate::catalog::auth::NoAuth;

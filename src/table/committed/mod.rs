@@ -54,13 +54,9 @@ pub use watermark::{CATALOG_SEQ, Mark, MarkState, WATERMARK_KEY, WATERMARK_PREFI
 #[cfg(test)]
 fn test_segment(seq: u64, key: &str) -> crate::protocol::segment::UploadedSegment {
     crate::protocol::segment::UploadedSegment {
-        seq,
-        dataset: "d".into(),
-        segment_id: format!("s{seq}"),
-        object_key: key.into(),
         file_size: 10,
-        row_count: 1,
         uploaded_at_ms: 1000 + seq,
         catalog_id: Some("log".into()),
+        ..crate::testing::segment(seq, "d", key)
     }
 }

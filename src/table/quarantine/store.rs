@@ -317,14 +317,9 @@ mod tests {
 
     fn seg(seq: u64, key: &str) -> UploadedSegment {
         UploadedSegment {
-            seq,
-            dataset: "d".into(),
-            segment_id: format!("s{seq}"),
-            object_key: key.into(),
             file_size: 10,
-            row_count: 1,
-            uploaded_at_ms: 0,
             catalog_id: Some("log".into()),
+            ..crate::testing::segment(seq, "d", key)
         }
     }
 
