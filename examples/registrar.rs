@@ -4,6 +4,7 @@
 //! cargo run --example registrar -- --config thadam.yaml [--sink ID] [--until-caught-up]
 //!     [--metrics-addr 0.0.0.0:9464] [--progress-interval 10s] [--json-logs]
 //! cargo run --example registrar -- --config thadam.yaml --check
+//! cargo run --example registrar -- --version
 //! cargo run --example registrar -- --config thadam.yaml --quarantine list
 //! cargo run --example registrar -- --config thadam.yaml --quarantine retry --key K | --code C | --all
 //! cargo run --example registrar -- --config thadam.yaml --quarantine discard --key K --reason "..."
@@ -32,12 +33,18 @@ use thadam_iceberg::ops::catch_up::{self, CatchUp};
 use thadam_iceberg::ops::health::Health;
 use thadam_iceberg::ops::{check, http, progress};
 use thadam_iceberg::protocol::segment_log::SegmentLogTail;
+use thadam_iceberg::runtime::build_info;
 use thadam_iceberg::{Error, ErrorCode, RegistrarHandle};
 use thadam_iceberg::{Registrar, Tuning};
 use tokio::sync::watch;
 
 #[derive(Parser)]
-#[command(about = "Registers shipped Parquet segments into Iceberg tables")]
+#[command(
+    name = "registrar",
+    about = "Registers shipped Parquet segments into Iceberg tables",
+    // `registrar --version`: the crate version and the git commit it was built from.
+    version = build_info::VERSION_LINE
+)]
 struct Args {
     /// The thadam YAML config.
     #[arg(long)]
@@ -261,12 +268,8 @@ async fn run(args: Args) -> Result<(), Error> {
         } else {
             BTreeMap::new()
         };
+        // The registrar logs its own start-up line (sink, catalog, version and commit).
         let sink = registrar.id.clone();
-        tracing::info!(
-            sink = %registrar.id,
-            catalog = %registrar.catalog_uri,
-            "starting"
-        );
         let feed = SegmentLogTail::open(&registrar.source.catalog);
         let builder = Registrar::builder(registrar)
             .feed(feed)

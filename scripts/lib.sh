@@ -24,6 +24,10 @@ THADAM_BOTO3_VERSION="1.44.5"
 # publish only client libraries there). Needs Java >= THADAM_NESSIE_MIN_JAVA (class version 65).
 THADAM_NESSIE_VERSION="0.99.0"
 THADAM_NESSIE_MIN_JAVA=21
+# Prometheus and promtool: Debian's prometheus package (bookworm: 2.42.0+ds-5+deb12u1), the version
+# examples/alerts.yml, examples/alerts.test.yml and tests/prometheus.rs were verified with.
+# scripts/install-tools installs whatever Debian offers and warns when it is another version.
+THADAM_PROMETHEUS_VERIFIED="2.42.0"
 
 THADAM_TOOLS_DIR="$THADAM_CACHE/tools"
 THADAM_JARS_DIR="$THADAM_CACHE/jars"

@@ -14,7 +14,9 @@
 //!    skipped, waiting (backlog), the last commit's time and lag, the last error; and
 //!    [`RegistrarStatus::readiness`]. [`RegistrarHandle::updates`] delivers every change as it
 //!    happens. Metrics go through the `metrics` facade to whatever
-//!    recorder the host installed (see [`crate::runtime::metrics`]).
+//!    recorder the host installed (see [`crate::runtime::metrics`]); each start logs its
+//!    `starting` line with the version and commit and sets the `thadam_iceberg_build_info` gauge
+//!    (see [`crate::runtime::build_info`]).
 //! 4. **Stop and wait.** [`RegistrarHandle::stop`] stops taking segments and abandons or
 //!    finishes the commit in flight (either is safe); [`RegistrarHandle::wait`] returns `Ok` after
 //!    a requested stop and `Err` with the fatal error that stopped the service otherwise.
@@ -51,6 +53,7 @@ use crate::error::{Error, Result};
 use crate::protocol::feed::SegmentFeed;
 use crate::protocol::messages::SupervisorMsg;
 use crate::protocol::segment_log::SegmentLogTail;
+use crate::runtime::build_info;
 use crate::runtime::retry::{Op, retry_transient};
 use crate::runtime::shutdown::{self, ShutdownTrigger};
 use crate::runtime::status::{RegistrarStatus, StatusBoard, StatusUpdates};
@@ -144,6 +147,17 @@ impl Registrar {
         feed: Box<dyn SegmentFeed>,
         tuning: Tuning,
     ) -> Result<RegistrarHandle> {
+        // The start-up line says which build runs (fleets mix builds during a rollout), like
+        // the build-info gauge; catalog_uri displays without credentials or query string.
+        tracing::info!(
+            sink = %config.id,
+            catalog = %config.catalog_uri,
+            version = %build_info::VERSION,
+            commit = %build_info::COMMIT,
+            "starting"
+        );
+        build_info::publish();
+        crate::runtime::retry::announce_server_error_counters();
         let (trigger, shutdown) = shutdown::channel();
         let store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
         // One HTTP client and one token source for the registrar's whole life: with

@@ -6,6 +6,8 @@
 //! its subject as `warn` ([`Verdict::CannotTell`]), never `ok`.
 //!
 //! Nothing is changed: no namespace or table is created, nothing is written to the bucket.
+//! The printed report starts with the build that checked (version and commit, see
+//! [`crate::runtime::build_info`]).
 
 use std::fmt;
 use std::future::Future;
@@ -166,7 +168,14 @@ impl fmt::Display for CheckLine {
 }
 
 impl fmt::Display for CheckReport {
+    /// The build first (`thadam-iceberg 0.1.0 (commit SHA)`: which registrar checked), then one
+    /// line per check and a count.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "thadam-iceberg {}",
+            crate::runtime::build_info::VERSION_LINE
+        )?;
         for line in &self.lines {
             writeln!(f, "{line}")?;
         }
@@ -676,6 +685,27 @@ mod tests {
             .namespace("ns")
             .build()
             .expect("valid")
+    }
+
+    #[test]
+    fn the_printed_report_starts_with_the_build() {
+        let mut report = CheckReport::default();
+        report.push(None, "config parsed", Verdict::Ok, "thadam.yaml");
+        let text = report.to_string();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                format!(
+                    "thadam-iceberg {} (commit {})",
+                    crate::runtime::build_info::VERSION,
+                    crate::runtime::build_info::COMMIT
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(lines.next(), Some("ok   config parsed: thadam.yaml"));
+        assert_eq!(lines.next(), Some("all 1 checks passed"), "{text}");
     }
 
     #[test]

@@ -290,6 +290,14 @@ pub const METRICS: &[MetricDoc] = &[
         Some(Unit::Seconds),
         "Unix time of the last successful append commit to the table.",
     ),
+    doc(
+        "thadam_iceberg_build_info",
+        Kind::Gauge,
+        &["version", "commit"],
+        None,
+        "Always 1: the registrar build that runs, by crate version and git commit (unknown when \
+         built outside a git checkout); set when a registrar starts.",
+    ),
 ];
 
 /// Registers the help text and unit of every metric with the installed recorder. Call once,

@@ -1,9 +1,10 @@
 //! What every part of a running registrar leans on: the shutdown broadcast ([`shutdown`]),
 //! retrying transient faults ([`retry`]) with backoff ([`backoff`]), the status board each
-//! committer reports to ([`status`]), the service metrics it emits ([`metrics`], for Prometheus), and warnings said
-//! once per process (`warn_once`).
+//! committer reports to ([`status`]), the service metrics it emits ([`metrics`], for Prometheus), which build
+//! is running ([`build_info`]), and warnings said once per process (`warn_once`).
 
 pub mod backoff;
+pub mod build_info;
 pub mod metrics;
 pub mod retry;
 pub mod shutdown;

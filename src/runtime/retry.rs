@@ -187,6 +187,18 @@ where
     }
 }
 
+/// Creates `thadam_iceberg_catalog_server_errors_total{op}` at 0 for the catalog requests whose
+/// server errors are counted (`config`, `load`, `create`), when a registrar starts. A counter
+/// series that appears only with its first increment has no earlier sample to rise from, so
+/// `increase()` in an alert (examples/alerts.yml) would not see the first error; adding 0 to a
+/// series that exists changes nothing.
+pub(crate) fn announce_server_error_counters() {
+    for op in [Op::Config, Op::Load, Op::Create] {
+        metrics::counter!("thadam_iceberg_catalog_server_errors_total", "op" => op.as_str())
+            .increment(0);
+    }
+}
+
 /// Counts a server error, logs it as an ERROR when its message is new, and reports it to the
 /// table.
 fn note_server_error(
