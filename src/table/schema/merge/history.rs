@@ -3,14 +3,13 @@
 //! with that ID. So the merge refuses a file field whose ID an earlier schema had, and this module
 //! keeps what it needs to tell the two apart and to say which column the ID belonged to.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{NestedFieldRef, Schema, Type};
 
 use super::index::{Index, join};
 use super::report::{Violation, describe_type};
-use super::walk::Merger;
 
 /// The field IDs a table has used, from every schema its metadata keeps, with the path and
 /// type each had (the latest schema's, when several had it), and its `last-column-id`.
@@ -61,21 +60,26 @@ impl FieldHistory {
     }
 }
 
-impl Merger<'_> {
-    /// Records a violation for every ID of the added field `f` (itself and everything nested in
-    /// it) that an earlier schema of the table had; returns whether there was one. IDs still in
-    /// the table's schema are moves, which `check_moves` reports.
-    pub(super) fn check_reused_ids(&mut self, f: &NestedFieldRef, path: &str) -> bool {
-        let mut found = false;
+impl FieldHistory {
+    /// A violation for every ID of the added field `f` (itself and everything nested in it)
+    /// that an earlier schema of the table had, unless already `reported`. IDs still in the
+    /// table's current schema (`table`) are moves, which `check_moves` reports.
+    pub(super) fn reused_ids(
+        &self,
+        f: &NestedFieldRef,
+        path: &str,
+        table: &Index,
+        reported: &HashSet<i32>,
+    ) -> Vec<Violation> {
+        let mut found = Vec::new();
         let mut stack = vec![(Arc::clone(f), path.to_string())];
         while let Some((field, path)) = stack.pop() {
-            if !self.table.by_id.contains_key(&field.id)
-                && !self.reported.contains(&field.id)
-                && let Some((schema_id, old_path, old_type)) = self.history.used.get(&field.id)
+            if !table.by_id.contains_key(&field.id)
+                && !reported.contains(&field.id)
+                && let Some((schema_id, old_path, old_type)) = self.used.get(&field.id)
             {
-                found = true;
-                let last = self.history.last_column_id.max(self.table.max_id());
-                self.violations.push(Violation {
+                let last = self.last_column_id.max(table.max_id());
+                found.push(Violation {
                     path: path.clone(),
                     field_id: field.id,
                     table_type: "(not in the current schema)".to_string(),

@@ -133,7 +133,11 @@ impl<'h> Merger<'h> {
                 continue;
             }
             let path = join(file_path, &f.name);
-            if self.check_reused_ids(f, &path) {
+            let reused = self
+                .history
+                .reused_ids(f, &path, &self.table, &self.reported);
+            if !reused.is_empty() {
+                self.violations.extend(reused);
                 continue;
             }
             self.changes.push(FieldChange::Added {
