@@ -182,7 +182,10 @@ pub fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> Option<
 /// The updates that give a table the registrar just created, with no snapshot yet, the files'
 /// schema and spec back after the catalog renumbered them: the authored schema and spec added
 /// under fresh IDs and made current. Catalogs that renumber only a new table's first schema
-/// keep these as given.
+/// keep these as given. A spec the table already has as its default (always so for an
+/// unpartitioned table) is not sent: catalogs reuse the existing spec for an identical one, and
+/// then `set-default-spec -1` ("the spec added by this commit") names none, which Project Nessie
+/// refuses with 400 "No previously added partition spec".
 pub fn restoring_updates(
     authored: &TableMetadata,
     created: &TableMetadata,
@@ -207,19 +210,21 @@ pub fn restoring_updates(
         .with_schema_id(schema_id)
         .build()
         .map_err(|e| Error::internal(format!("cannot rebuild the files' schema: {e}")))?;
-    Ok(vec![
+    let mut updates = vec![
         TableUpdate::AddSchema { schema },
         TableUpdate::SetCurrentSchema { schema_id: -1 },
-        TableUpdate::AddSpec {
-            spec: authored
-                .default_partition_spec()
-                .as_ref()
-                .clone()
-                .into_unbound()
-                .with_spec_id(spec_id),
-        },
-        TableUpdate::SetDefaultSpec { spec_id: -1 },
-    ])
+    ];
+    let (wanted, current) = (
+        authored.default_partition_spec(),
+        created.default_partition_spec(),
+    );
+    if wanted.fields() != current.fields() {
+        updates.push(TableUpdate::AddSpec {
+            spec: wanted.as_ref().clone().into_unbound().with_spec_id(spec_id),
+        });
+        updates.push(TableUpdate::SetDefaultSpec { spec_id: -1 });
+    }
+    Ok(updates)
 }
 
 /// The updates that build `metadata` from nothing, at `location` (the catalog's choice, which
@@ -629,5 +634,20 @@ mod tests {
         assert_eq!(json[2]["spec"]["spec-id"], 1);
         assert_eq!(json[2]["spec"]["fields"][0]["source-id"], 3);
         assert_eq!(json[3]["spec-id"], -1);
+    }
+
+    #[test]
+    fn restoring_an_unpartitioned_table_sends_no_spec() {
+        let authored = metadata(&schema(), &[]);
+        let created = metadata(&renumbered(), &[]);
+        let updates = restoring_updates(&authored, &created).expect("updates");
+        let json = serde_json::to_value(&updates).expect("json");
+        let actions: Vec<&str> = json
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|u| u["action"].as_str().expect("an action"))
+            .collect();
+        assert_eq!(actions, ["add-schema", "set-current-schema"]);
     }
 }
