@@ -378,9 +378,10 @@ async fn keep_the_files_ids(
 }
 
 /// What to tell a user whose catalog refused the shipper's location.
-const LOCATION_ADVICE: &str = "if the catalog only allows table locations it chooses (Polaris, S3 \
-     Tables, Unity, ...), set table_location: catalog on the sink (data files stay where the \
-     shipper put them), or allow this location in the catalog";
+const LOCATION_ADVICE: &str = "if the catalog only allows table locations it chooses (SeaweedFS \
+     keeps every table inside its table bucket; Polaris, S3 Tables, Unity, ...), set \
+     table_location: catalog on the sink (data files stay where the shipper put them), or allow \
+     this location in the catalog";
 
 /// `table_location: shipper`: writes the first metadata file under `{location}/metadata/` and
 /// registers it.
@@ -403,16 +404,28 @@ async fn register_at_shipper_location(
         .write(bytes.into())
         .await
         .map_err(|e| write_failure(&path, &e))?;
-    let created = client
-        .register_table(table, &path)
-        .await
-        .map_err(|e| match e.code() {
-            // Refused (not a fault): most often a location outside what the catalog allows.
-            ErrorCode::CatalogRejected | ErrorCode::AuthFailed => e
+    let created = match client.register_table(table, &path).await {
+        Ok(created) => created,
+        // Refused (not a fault): most often a location outside what the catalog allows.
+        Err(e) if matches!(e.code(), ErrorCode::CatalogRejected | ErrorCode::AuthFailed) => {
+            // The catalog answered, and no: the file is the registrar's own and no table names
+            // it, so it goes (a restart writes a new one). Any other failure may have been
+            // applied with its answer lost: then the file stays, a table may name it.
+            if let Err(delete) = file_io.delete(&path).await {
+                tracing::warn!(
+                    table = %table,
+                    path = %path,
+                    error = %delete,
+                    "could not delete the refused table's first metadata file; it is no table's \
+                     and may be deleted"
+                );
+            }
+            return Err(e
                 .context(format!("registering table {table} at {location}"))
-                .with_advice(LOCATION_ADVICE),
-            _ => e,
-        })?;
+                .with_advice(LOCATION_ADVICE));
+        }
+        Err(e) => return Err(e),
+    };
     Ok(created)
 }
 
