@@ -87,7 +87,10 @@ bench_start() {
         "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
     gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/crc32c.so" "$GROWTH/crc32c.c"
     CRC_LIB="$STATE/crc32c.so"
-    THADAM_S3_PRELOAD="$STATE/nodelay.so" "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+    # s3s-fs, not SeaweedFS: these benches place their objects straight into its data directory
+    # (hard links of one file under thousands of keys), which SeaweedFS has no equivalent of.
+    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" \
+        "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
     # shellcheck source=/dev/null
     source "$STATE/srv/env"
     local s3_pid

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end throughput benchmark of the registrar against the real servers (the Iceberg REST
-# fixture and s3s-fs, on 127.0.0.1), side by side with pyiceberg's add_files, from one run:
+# fixture and an S3 server, SeaweedFS or s3s-fs, on 127.0.0.1), side by side with pyiceberg's
+# add_files, from one run:
 #
 #   1. backlog: N segments (default 2,000 of 100 rows) already shipped, then the release
 #      registrar with --until-caught-up: wall time, segments/s, snapshots made, peak RSS;
@@ -12,8 +13,9 @@
 #   4. the ratios.
 #
 #   benches/e2e.sh [--segments N] [--rows R] [--rate R] [--duration S] [--per-file N]
-#                  [--per-file-no-check N] [--registrar-bin PATH] [--catalog fixture|nessie]
-#                  [--keep]
+#                  [--per-file-no-check N] [--registrar-bin PATH]
+#                  [--catalog fixture|nessie|seaweedfs]
+#                  [--s3 seaweedfs|s3s-fs] [--keep]
 #
 # --per-file N: 0 adds all files one by one (hours at 2,000: each call slows as the table grows).
 # --per-file-no-check N also adds N files one by one with check_duplicate_files=False (0: skip).
@@ -21,12 +23,18 @@
 # built here (e.g. a copy of an earlier build, for an A/B); the rest is built as usual.
 # --catalog nessie runs everything (the registrar and pyiceberg) against Project Nessie 0.99.0
 # (scripts/servers starts it) instead of the REST fixture; the S3 server is the same.
+# --catalog seaweedfs: against SeaweedFS's own catalog (OAuth2 with the S3 keys, its table bucket,
+# table_location: catalog; needs --s3 seaweedfs: it serves its own S3 only). Its catalog and its
+# S3 are one process: the CPU split shows that process once, as the S3 server's.
+# --s3 chooses the S3 server of the catalog, the registrar and pyiceberg: seaweedfs (the default,
+# SeaweedFS's weed mini, as the tests run) or s3s-fs (with the TCP_NODELAY shim below). Run both
+# for the side-by-side figures.
 # --keep keeps the state dir (configs, segment logs, server logs, raw JSON results); the servers
 # are stopped either way.
 #
 # s3s-fs runs with TCP_NODELAY on its accepted sockets (benches/e2e/nodelay.c, LD_PRELOAD via
 # scripts/servers' THADAM_S3_PRELOAD): stock s3s-fs stalls ~44 ms on GETs with a body, which would
-# dominate every figure. The registrar runs with its default tuning (no commit/footer_readers keys).
+# dominate every figure. SeaweedFS needs no shim (Go sets TCP_NODELAY on every connection). The registrar runs with its default tuning (no commit/footer_readers keys).
 # Figures go to stdout only; progress to stderr. Takes ~4 min on 2 cores when built.
 set -euo pipefail
 
@@ -43,6 +51,7 @@ per_file=200
 per_file_no_check=200
 registrar_bin=""
 catalog=fixture
+s3=seaweedfs
 keep=0
 command_line="benches/e2e.sh${*:+ $*}"
 while (($#)); do
@@ -55,6 +64,7 @@ while (($#)); do
         --per-file-no-check) per_file_no_check="$2"; shift 2 ;;
         --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --catalog) catalog="$2"; shift 2 ;;
+        --s3) s3="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/e2e.sh)" ;;
     esac
@@ -63,7 +73,10 @@ for n in "$segments" "$rows" "$duration" "$per_file" "$per_file_no_check"; do
     [[ "$n" =~ ^[0-9]+$ ]] || die "not a whole number: $n"
 done
 [[ "$rate" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a positive number, not $rate"
-[[ "$catalog" == fixture || "$catalog" == nessie ]] || die "--catalog is fixture or nessie, not $catalog"
+[[ "$catalog" == fixture || "$catalog" == nessie || "$catalog" == seaweedfs ]] ||
+    die "--catalog is fixture, nessie or seaweedfs, not $catalog"
+[[ "$s3" == seaweedfs || "$s3" == s3s-fs ]] || die "--s3 is seaweedfs or s3s-fs, not $s3"
+[[ "$catalog" != seaweedfs || "$s3" == seaweedfs ]] || die "--catalog seaweedfs needs --s3 seaweedfs"
 
 STATE=""
 REG_PID=""
@@ -104,16 +117,25 @@ export PYTHONDONTWRITEBYTECODE=1
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/thadam-e2e.XXXXXX")"
 R="$STATE/results"
 mkdir -p "$R"
-gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/nodelay.so" \
-    "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
-THADAM_S3_PRELOAD="$STATE/nodelay.so" "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
-# shellcheck source=/dev/null
-source "$STATE/srv/env"
-s3_pid="$(cat "$STATE/srv/s3s-fs.pid")"
-if grep -q "$STATE/nodelay.so" "/proc/$s3_pid/maps"; then
-    s3_variant="s3s-fs with TCP_NODELAY on accepted sockets (LD_PRELOAD benches/e2e/nodelay.c)"
+if [[ "$s3" == s3s-fs ]]; then
+    gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/nodelay.so" \
+        "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
+    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" \
+        "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+    # shellcheck source=/dev/null
+    source "$STATE/srv/env"
+    s3_pid="$(cat "$STATE/srv/s3s-fs.pid")"
+    if grep -q "$STATE/nodelay.so" "/proc/$s3_pid/maps"; then
+        s3_variant="s3s-fs $THADAM_S3S_VERSION with TCP_NODELAY on accepted sockets (LD_PRELOAD benches/e2e/nodelay.c)"
+    else
+        die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
+    fi
 else
-    die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
+    THADAM_S3=seaweedfs "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+    # shellcheck source=/dev/null
+    source "$STATE/srv/env"
+    s3_pid="$(cat "$STATE/srv/seaweedfs.pid")"
+    s3_variant="SeaweedFS $THADAM_SEAWEEDFS_VERSION (weed mini: master, volume, filer and S3 in one process), stock"
 fi
 catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
 catalog_line="Iceberg REST fixture $THADAM_ICEBERG_FIXTURE_VERSION ($(java -version 2>&1 | head -n1 | tr -d '"')), JdbcCatalog on SQLite"
@@ -122,6 +144,21 @@ if [[ "$catalog" == nessie ]]; then
     export THADAM_TEST_CATALOG_URI="$THADAM_TEST_NESSIE_URI"
     catalog_pid="$(cat "$STATE/srv/nessie.pid")"
     catalog_line="Project Nessie $THADAM_NESSIE_VERSION ($("$(nessie_java)" -version 2>&1 | head -n1 | tr -d '"')), in-memory version store"
+fi
+# The iceberg sink's extra keys for the catalog (bench_config's EXTRA_YAML).
+catalog_yaml=""
+if [[ "$catalog" == seaweedfs ]]; then
+    export THADAM_TEST_CATALOG_URI="$THADAM_TEST_SEAWEEDFS_URI"
+    # bench.py's pyiceberg: the warehouse and the OAuth2 client credentials (the S3 keys).
+    export THADAM_TEST_PY_WAREHOUSE="$THADAM_TEST_SEAWEEDFS_WAREHOUSE"
+    export THADAM_TEST_PY_CREDENTIAL="$THADAM_TEST_S3_ACCESS_KEY:$THADAM_TEST_S3_SECRET_KEY"
+    catalog_pid="$s3_pid"
+    catalog_line="SeaweedFS $THADAM_SEAWEEDFS_VERSION's Iceberg catalog (table bucket $THADAM_TEST_SEAWEEDFS_WAREHOUSE, OAuth2), in the S3 server's process"
+    catalog_yaml="      catalog_warehouse: $THADAM_TEST_SEAWEEDFS_WAREHOUSE
+      table_location: catalog
+      catalog_credential:
+        client_id: \"\${env:THADAM_TEST_S3_ACCESS_KEY}\"
+        client_secret: \"\${env:THADAM_TEST_S3_SECRET_KEY}\""
 fi
 
 # cpu_s PID: the CPU time (user + system) process PID has used so far, in seconds. The servers'
@@ -167,7 +204,7 @@ machine_info() {
     else
         echo "registrar:  thadam-iceberg $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+uncommitted changes'), release build, $(rustc --version | cut -d' ' -f1-2), default tuning"
     fi
-    echo "servers:    $catalog_line; $s3_variant, s3s-fs $THADAM_S3S_VERSION"
+    echo "servers:    $catalog_line; $s3_variant"
     echo "pyiceberg:  $("$PY" -c 'import pyiceberg, pyarrow, sys; print(f"pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, Python {sys.version.split()[0]}")'), PyArrowFileIO"
 }
 busy="$(bench_cpu_busy_pct)"
@@ -177,7 +214,7 @@ fi
 machine_info >"$R/env.txt"
 
 # ---- 1. backlog ---------------------------------------------------------------------------------
-bench_config backlog backlog
+bench_config backlog backlog "$catalog_yaml"
 log "backlog: warm-up (creates bench.backlog from one segment)"
 backlog_after="$(warm_up backlog)"
 log "backlog: shipping $segments segments of $rows rows"
@@ -197,6 +234,10 @@ t0="$(now_s)"
 reg_s="$(seconds_since "$t0")"
 s3_cpu="$(cpu_since "$s3_pid" "$s3_cpu0")"
 catalog_cpu="$(cpu_since "$catalog_pid" "$catalog_cpu0")"
+if [[ "$catalog_pid" == "$s3_pid" ]]; then
+    # One process serves both (SeaweedFS's catalog): counted once, as the S3 server's.
+    catalog_cpu=0
+fi
 "$PY" "$BENCH_PY" table --table bench.backlog >"$R/backlog-after.json"
 read -r rss_kb user_s sys_s <"$R/backlog-time.txt"
 printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss_kb": %d, "cpu_s": %s, "s3s_cpu_s": %s, "catalog_cpu_s": %s}\n' \
@@ -205,7 +246,7 @@ printf '{"segments": %d, "rows": %d, "ship_seconds": %s, "seconds": %s, "max_rss
 log "backlog: registered in ${reg_s}s, peak RSS ${rss_kb} KiB"
 
 # ---- 2. steady flow -----------------------------------------------------------------------------
-bench_config flow flow
+bench_config flow flow "$catalog_yaml"
 log "flow: warm-up (creates bench.flow from one segment)"
 flow_after="$(warm_up flow)"
 log "flow: starting the registrar"

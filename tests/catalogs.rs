@@ -1,9 +1,12 @@
 //! The catalog-facing behaviours, on every catalog the suite runs: the Apache Iceberg REST
-//! fixture (Java's reference server over a JDBC catalog) and Project Nessie 0.99.0 (its own
+//! fixture (Java's reference server over a JDBC catalog), Project Nessie 0.99.0 (its own
 //! catalog code: strict metadata parsing, field IDs renumbered in create transactions, a
 //! percent-encoded warehouse prefix, only the current snapshot kept, `remove-snapshots`
-//! refused). Each test is one function of the catalog, run once per catalog by `matrix!`:
-//! `cargo test --test catalogs nessie` runs the Nessie half.
+//! refused) and SeaweedFS 4.48's catalog (Go, over iceberg-go: every table inside its table
+//! bucket, so only `table_location: catalog` creates tables there; authentication always on;
+//! staged creates that leave a template the create commit builds on). Each test is one function
+//! of the catalog, run once per catalog by `matrix!`: `cargo test --test catalogs nessie` runs
+//! the Nessie half, `seaweedfs` SeaweedFS's.
 //!
 //! The files carry field IDs that are not 1..n (11, 5, 9), so a catalog that renumbers shows.
 //! What is asserted is what users are promised: the table carries the files' IDs and spec,
@@ -19,16 +22,19 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicro
 use arrow_schema::{DataType, Schema, TimeUnit};
 use async_trait::async_trait;
 use bytes::Bytes;
+use common::hold_proxy::{Hold, HoldProxy};
 use common::{Catalog, Harness, Options, assert_exactly_once, demo};
 use iceberg::table::Table;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use thadam_iceberg::Tuning;
+use thadam_iceberg::config::Config;
+use thadam_iceberg::ops::check::{CheckReport, Verdict, check_registrar};
 use thadam_iceberg::testing::ReadySegment;
 use thadam_iceberg::testing::TableName;
 use thadam_iceberg::testing::{BeforeAppend, Hooks};
 
-/// One test, once per catalog: `NAME::fixture` and `NAME::nessie`.
+/// One test, once per catalog: `NAME::fixture`, `NAME::nessie` and `NAME::seaweedfs`.
 macro_rules! matrix {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -44,6 +50,11 @@ macro_rules! matrix {
                 }
                 super::$name(super::Catalog::Nessie).await
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn seaweedfs() {
+                super::$name(super::Catalog::SeaweedFs).await
+            }
         }
     )*};
 }
@@ -56,6 +67,7 @@ matrix!(
     conflicting_writer,
     bad_file_quarantined,
     snapshot_retention,
+    two_registrars_create_the_table_at_once,
 );
 
 /// The dataset of these tests.
@@ -109,12 +121,20 @@ fn batch(n: u64, rows: usize, extra: bool) -> RecordBatch {
     RecordBatch::try_new(schema(extra), columns).expect("batch")
 }
 
+/// A harness on `catalog`. SeaweedFS's catalog keeps every table inside its table bucket, so a
+/// table can only be created there where the catalog says: its tests use `table_location:
+/// catalog` unless they say otherwise (`table_location: shipper` stops with an error naming
+/// that, see [`seaweedfs_shipper_location_stops_naming_the_fix`]).
 fn harness(catalog: Catalog, test: &str, extra_yaml: &str) -> Harness {
+    let mut extra = extra_yaml.to_string();
+    if catalog == Catalog::SeaweedFs && !extra.contains("table_location:") {
+        extra = format!("      table_location: catalog\n{extra}");
+    }
     Harness::with(
         test,
         Options {
             datasets: vec![DATASET],
-            extra_iceberg_yaml: extra_yaml.to_string(),
+            extra_iceberg_yaml: extra,
             catalog,
             ..Options::default()
         },
@@ -174,8 +194,8 @@ async fn assert_registered(h: &Harness, keys: &[String], rows: u64) {
     assert_eq!(view.rows, rows, "pyiceberg reads every row");
 }
 
-/// `table_location: shipper` (the default): the registrar writes the first metadata file and
-/// registers it; then a restart registers only what is new.
+/// `table_location: shipper` (the default; `catalog` on SeaweedFS): the registrar writes the
+/// first metadata file and registers it; then a restart registers only what is new.
 async fn created_registered_and_restarted(catalog: Catalog) {
     let mut h = harness(catalog, "cat_basic", "");
     let mut keys = ship(&mut h, 0, 3, false).await;
@@ -268,18 +288,22 @@ async fn schema_evolves_by_field_id(catalog: Catalog) {
 }
 
 /// `catalog_warehouse`: the server's prefix for the warehouse (Nessie: `main%7Cwarehouse`,
-/// already percent-encoded) goes into every URL as given.
+/// already percent-encoded; SeaweedFS: the table bucket's name, always given) goes into every
+/// URL as given.
 async fn warehouse_prefix_as_the_server_gives_it(catalog: Catalog) {
     let warehouse = match catalog {
-        Catalog::Fixture => "s3://warehouse/".to_string(),
-        Catalog::Nessie => std::env::var("THADAM_TEST_NESSIE_WAREHOUSE")
-            .unwrap_or_else(|_| "warehouse".to_string()),
+        Catalog::Fixture => Some("s3://warehouse/".to_string()),
+        Catalog::Nessie => Some(
+            std::env::var("THADAM_TEST_NESSIE_WAREHOUSE")
+                .unwrap_or_else(|_| "warehouse".to_string()),
+        ),
+        // Catalog::connection_yaml gives it already: without it there is no prefix at all.
+        Catalog::SeaweedFs => None,
     };
-    let mut h = harness(
-        catalog,
-        "cat_wh",
-        &format!("      catalog_warehouse: \"{warehouse}\""),
-    );
+    let extra = warehouse
+        .map(|w| format!("      catalog_warehouse: \"{w}\""))
+        .unwrap_or_default();
+    let mut h = harness(catalog, "cat_wh", &extra);
     let keys = ship(&mut h, 0, 2, false).await;
     h.run_until_handled(2).await;
     assert_registered(&h, &keys, 20).await;
@@ -290,6 +314,7 @@ async fn warehouse_prefix_as_the_server_gives_it(catalog: Catalog) {
 struct RivalAppend {
     at: usize,
     calls: AtomicUsize,
+    catalog: Catalog,
     catalog_uri: String,
     ident: String,
 }
@@ -307,10 +332,12 @@ impl BeforeAppend for RivalAppend {
         if self.calls.fetch_add(1, Ordering::SeqCst) + 1 != self.at {
             return;
         }
-        let (uri, ident) = (self.catalog_uri.clone(), self.ident.clone());
-        tokio::task::spawn_blocking(move || common::py::run_in(&uri, RIVAL_APPEND, &[&ident]))
-            .await
-            .expect("pyiceberg appended");
+        let (catalog, uri, ident) = (self.catalog, self.catalog_uri.clone(), self.ident.clone());
+        tokio::task::spawn_blocking(move || {
+            common::py::run_for(catalog, &uri, RIVAL_APPEND, &[&ident])
+        })
+        .await
+        .expect("pyiceberg appended");
     }
 }
 
@@ -336,6 +363,7 @@ async fn conflicting_writer(catalog: Catalog) {
             before_append: Some(Arc::new(RivalAppend {
                 at: 2,
                 calls: AtomicUsize::new(0),
+                catalog,
                 catalog_uri: h.env.catalog_uri.clone(),
                 ident: name.clone(),
             })),
@@ -444,7 +472,7 @@ async fn snapshot_retention(catalog: Catalog) {
     let t = table(&h).await;
     let snapshots = t.metadata().snapshots().count();
     match catalog {
-        Catalog::Fixture => {
+        Catalog::Fixture | Catalog::SeaweedFs => {
             assert!(
                 snapshots <= 4,
                 "old snapshots expired: {snapshots} of 6 commits left"
@@ -508,4 +536,193 @@ async fn a_renumbered_table_that_cannot_be_fixed_stops_with_its_code_and_stays_e
         expected_ids(false),
         "Nessie's own IDs, left as they are"
     );
+}
+
+/// Two registrars of one log find the table absent and create it at once, where the catalog
+/// says (`table_location: catalog`, the create path all three serve): B's create commit
+/// (`assert-create`) is held until A has created the table and registered every segment; the
+/// catalog then refuses B's create (409: the table exists now) and B takes A's table as it is.
+/// One table, with the files' field IDs, each segment once.
+async fn two_registrars_create_the_table_at_once(catalog: Catalog) {
+    let mut h = harness(catalog, "cat_race", "      table_location: catalog");
+    let keys = ship(&mut h, 0, 3, false).await;
+    let proxy = HoldProxy::start(
+        &h.env.catalog_uri,
+        Hold {
+            path_suffix: format!("/tables/{DATASET}"),
+            body_contains: "assert-create".into(),
+        },
+    )
+    .await;
+    let b = h
+        .start_with(h.config_via(&proxy.uri), Tuning::default())
+        .await;
+    proxy.wait_held().await;
+    let a = h.run_until_handled(3).await;
+    assert_eq!(a.registered(), 3, "A created the table and registered all");
+    assert_eq!(
+        proxy.release().await,
+        409,
+        "the catalog refuses a second create of the same table"
+    );
+    let b = Harness::finish(b, 3).await;
+    let t = b.tables.values().next().expect("B's table status");
+    assert_eq!(
+        (t.registered, t.skipped),
+        (0, 3),
+        "B took A's table and its segments"
+    );
+    let table = table(&h).await;
+    assert_eq!(ids(&table), expected_ids(false), "the files' field IDs");
+    assert_registered(&h, &keys, 30).await;
+}
+
+/// The lines SeaweedFS's [`Catalog::connection_yaml`] authenticates with (OAuth2 client
+/// credentials): swapped for others by the authentication tests below.
+const SEAWEEDFS_CREDENTIAL: &str = "      catalog_credential:\n        \
+     client_id: \"${env:THADAM_TEST_S3_ACCESS_KEY}\"\n        \
+     client_secret: \"${env:THADAM_TEST_S3_SECRET_KEY}\"\n";
+
+/// `h` with its config's `catalog_credential` replaced by `auth` (iceberg sink keys).
+fn with_catalog_auth(h: &mut Harness, auth: &str) {
+    assert!(h.yaml.contains(SEAWEEDFS_CREDENTIAL), "{}", h.yaml);
+    h.yaml = h.yaml.replace(SEAWEEDFS_CREDENTIAL, auth);
+    h.config = Config::from_yaml_str(&h.yaml, h.dir.path())
+        .expect("test config is valid")
+        .registrars
+        .remove(0);
+}
+
+/// SeaweedFS's catalog keeps every table inside its table bucket: it refuses a table at the
+/// shipper's location (`table_location: shipper`, the default; the shipper's bucket is a plain
+/// one, and a table bucket takes only `{namespace}/{table}/{data,metadata}/` keys, so the shipper
+/// cannot write there either). `--check` says so before anything exists, the namespace included
+/// (SeaweedFS judges the location first), and the registrar stops with
+/// `sink.iceberg_catalog_rejected`, quoting the catalog and naming the fix, having created no
+/// table and left no metadata file behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seaweedfs_shipper_location_stops_naming_the_fix() {
+    let mut h = harness(
+        Catalog::SeaweedFs,
+        "sw_ship",
+        "      table_location: shipper",
+    );
+    ship(&mut h, 0, 2, false).await;
+
+    let mut report = CheckReport::default();
+    check_registrar(&h.config, &mut report).await;
+    let line = report
+        .lines
+        .iter()
+        .find(|l| l.check == format!("table {}", h.table_name(DATASET)))
+        .expect("a line for the table");
+    assert_eq!(
+        line.verdict,
+        Verdict::Fail(thadam_iceberg::ErrorCode::CatalogRejected),
+        "{report}"
+    );
+    for named in ["must be within bucket", "set table_location: catalog"] {
+        assert!(line.detail.contains(named), "{named} not in {line}");
+    }
+
+    let err = h.run_until_fatal().await;
+    assert_eq!(
+        err.code(),
+        thadam_iceberg::ErrorCode::CatalogRejected,
+        "{err}"
+    );
+    let text = err.to_string();
+    for named in ["must be within bucket", "set table_location: catalog"] {
+        assert!(text.contains(named), "{named} not in {text}");
+    }
+    assert!(h.table(DATASET).await.is_none(), "no table was created");
+    let location = h.config.url.table_location(&h.pipeline, DATASET);
+    let metadata = location
+        .strip_prefix(&format!("s3://{}/", h.env.bucket))
+        .map(|key| format!("{key}/metadata"))
+        .expect("the shipper's location is in the bucket");
+    let left: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
+        h.store
+            .list(Some(&ObjectPath::parse(&metadata).expect("prefix"))),
+    )
+    .await
+    .expect("list");
+    assert!(
+        left.is_empty(),
+        "the refused table's metadata file was deleted: {left:?}"
+    );
+}
+
+/// SeaweedFS's catalog also takes requests signed with SigV4 (`catalog_sigv4`, the S3 keys,
+/// signing name `s3tables`) instead of OAuth2 client credentials: the table created, a schema
+/// change committed, both segments registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seaweedfs_takes_sigv4_signed_requests() {
+    let mut h = harness(Catalog::SeaweedFs, "sw_sigv4", "");
+    with_catalog_auth(
+        &mut h,
+        "      catalog_sigv4:\n        region: us-east-1\n        signing_name: s3tables\n        \
+         access_key_id: \"${env:THADAM_TEST_S3_ACCESS_KEY}\"\n        \
+         secret_access_key: \"${env:THADAM_TEST_S3_SECRET_KEY}\"\n",
+    );
+    // The second segment's new column is a schema commit: sent directly, signed the same way.
+    let mut keys = ship(&mut h, 0, 1, false).await;
+    keys.extend(ship(&mut h, 1, 1, true).await);
+    h.run_until_handled(2).await;
+    assert_eq!(ids(&table(&h).await), expected_ids(true));
+    assert_registered(&h, &keys, 20).await;
+}
+
+/// SeaweedFS's catalog without valid keys: a wrong client secret is refused at its token
+/// endpoint, wrong SigV4 keys by the catalog itself (403); both stop the registrar with
+/// `auth.failed` and register nothing. (An anonymous request gets 403 too: there is no
+/// anonymous access to this catalog.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seaweedfs_refuses_wrong_keys_with_auth_failed() {
+    for (case, auth) in [
+        (
+            "oauth2",
+            "      catalog_credential:\n        \
+             client_id: \"${env:THADAM_TEST_S3_ACCESS_KEY}\"\n        \
+             client_secret: not-the-secret\n",
+        ),
+        (
+            "sigv4",
+            "      catalog_sigv4:\n        region: us-east-1\n        signing_name: s3tables\n        \
+             access_key_id: \"${env:THADAM_TEST_S3_ACCESS_KEY}\"\n        \
+             secret_access_key: not-the-secret\n",
+        ),
+    ] {
+        let mut h = harness(Catalog::SeaweedFs, "sw_badkey", "");
+        let good = h.client().await;
+        with_catalog_auth(&mut h, auth);
+        ship(&mut h, 0, 1, false).await;
+        // The first token exchange happens at start: refused there, the start fails.
+        let err = match thadam_iceberg::Registrar::builder(h.config.clone())
+            .start()
+            .await
+        {
+            Err(e) => e,
+            Ok(handle) => tokio::time::timeout(Duration::from_secs(120), handle.wait())
+                .await
+                .expect("stopped in time (hang guard)")
+                .expect_err("wrong keys stop the registrar"),
+        };
+        assert_eq!(
+            err.code(),
+            thadam_iceberg::ErrorCode::AuthFailed,
+            "{case}: {err}"
+        );
+        assert!(
+            !err.to_string().contains("not-the-secret"),
+            "{case}: no secret in errors: {err}"
+        );
+        assert!(
+            good.load_table(&h.table_name(DATASET))
+                .await
+                .expect("load")
+                .is_none(),
+            "{case}: nothing created"
+        );
+    }
 }

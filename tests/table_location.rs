@@ -154,10 +154,17 @@ async fn the_shipper_location_refused_by_the_catalog_stops_with_the_fix_named() 
     h.ship_telemetry(0, 10).await;
     let front = LocationFront::start(&h.env.catalog_uri, namespace_dir(&h)).await;
 
-    // --check before the namespace exists cannot ask the catalog: warn, never ok.
+    // --check before the namespace exists: a catalog that looks for the namespace first (the
+    // fixture: 404) cannot tell whether it would take the location: warn, never ok.
+    let direct = config_file_via(&h, &h.env.catalog_uri, "direct.yaml");
+    let (verdict, line) = table_line(&direct).await;
+    assert_eq!(verdict, Verdict::CannotTell, "{line}");
+    assert!(line.contains("table_location: catalog"), "{line}");
+    // One that judges the location first (this front, like SeaweedFS's catalog) refuses it
+    // even then, and that refusal is certain: FAIL, naming the fix.
     let path = config_file_via(&h, &front.uri, "via-front.yaml");
     let (verdict, line) = table_line(&path).await;
-    assert_eq!(verdict, Verdict::CannotTell, "{line}");
+    assert_eq!(verdict, Verdict::Fail(ErrorCode::CatalogRejected), "{line}");
     assert!(line.contains("table_location: catalog"), "{line}");
 
     // Once the namespace exists, --check asks with a staged create and fails like the runtime.

@@ -25,6 +25,7 @@ import resource
 import struct
 import sys
 import time
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,17 +45,20 @@ def catalog():
     from pyiceberg.catalog import load_catalog
 
     env = os.environ
-    return load_catalog(
-        "rest",
-        **{
-            "uri": env["THADAM_TEST_CATALOG_URI"],
-            "s3.endpoint": env["THADAM_TEST_S3_ENDPOINT"],
-            "s3.access-key-id": env["THADAM_TEST_S3_ACCESS_KEY"],
-            "s3.secret-access-key": env["THADAM_TEST_S3_SECRET_KEY"],
-            "s3.region": env.get("THADAM_TEST_S3_REGION", "us-east-1"),
-            "s3.path-style-access": "true",
-        },
-    )
+    props = {
+        "uri": env["THADAM_TEST_CATALOG_URI"],
+        "s3.endpoint": env["THADAM_TEST_S3_ENDPOINT"],
+        "s3.access-key-id": env["THADAM_TEST_S3_ACCESS_KEY"],
+        "s3.secret-access-key": env["THADAM_TEST_S3_SECRET_KEY"],
+        "s3.region": env.get("THADAM_TEST_S3_REGION", "us-east-1"),
+        "s3.path-style-access": "true",
+    }
+    # SeaweedFS's catalog (e2e.sh --catalog seaweedfs): its table bucket and OAuth2 credentials.
+    if env.get("THADAM_TEST_PY_WAREHOUSE"):
+        props["warehouse"] = env["THADAM_TEST_PY_WAREHOUSE"]
+    if env.get("THADAM_TEST_PY_CREDENTIAL"):
+        props["credential"] = env["THADAM_TEST_PY_CREDENTIAL"]
+    return load_catalog("rest", **props)
 
 
 def read_log(path: str) -> list[dict]:
@@ -123,39 +127,75 @@ def cmd_table(args) -> dict:
     }
 
 
+def object_times_ms(location: str) -> dict[str, tuple[float, Path | None]]:
+    """name -> (when it was written, in ms on this machine's clock; a local path to read it from,
+    or None) for every object directly under `location` (`s3://bucket/prefix`). s3s-fs: the
+    files' mtimes in its data directory. SeaweedFS: its filer's listing of the folder (each
+    chunk's `modified_ts_ns`, nanoseconds; S3's own Last-Modified has only seconds)."""
+    key = location.removeprefix("s3://")
+    data_dir = os.environ.get("THADAM_TEST_S3_DATA_DIR")
+    if data_dir:
+        folder = Path(data_dir) / key
+        return {p.name: (p.stat().st_mtime_ns / 1e6, p) for p in folder.glob("*")}
+    filer = os.environ["THADAM_TEST_SEAWEEDFS_FILER_URI"]
+    out: dict[str, tuple[float, Path | None]] = {}
+    last = ""
+    while True:
+        url = f"{filer}/buckets/{key}/?limit=1000&lastFileName={urllib.parse.quote(last)}"
+        req = urllib.request.Request(url, headers={"Accept": "application/json"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=30) as r:
+            listing = json.load(r)
+        entries = listing.get("Entries") or []
+        for e in entries:
+            name = e["FullPath"].rsplit("/", 1)[-1]
+            stamps = [c.get("modified_ts_ns", 0) for c in e.get("chunks") or []]
+            if stamps and max(stamps) > 0:
+                out[name] = (max(stamps) / 1e6, None)
+        if not listing.get("ShouldDisplayLoadMore") or not entries:
+            return out
+        last = entries[-1]["FullPath"].rsplit("/", 1)[-1]
+
+
 def commit_times_ms(table) -> dict[int, float]:
     """snapshot id -> when the catalog wrote the metadata file that first made it current (the
-    file's mtime in s3s-fs's data directory, on this machine's clock; the catalog swaps its
-    pointer to that file right after). Metadata files are numbered by version
-    (`00012-<uuid>.metadata.json`), so the first one naming a snapshot is its commit's."""
-    location = table.metadata.location.removeprefix("s3://")
-    folder = Path(os.environ["THADAM_TEST_S3_DATA_DIR"]) / location / "metadata"
-    files = sorted(folder.glob("*.metadata.json"), key=lambda p: int(p.name.split("-", 1)[0]))
+    file's write time in the S3 server, on this machine's clock; the catalog swaps its pointer
+    to that file right after). Metadata files are numbered by version (the fixture's
+    `00012-<uuid>.metadata.json`, SeaweedFS's `v12.metadata.json`), so the first one naming a
+    snapshot is its commit's."""
+    times = object_times_ms(f"{table.metadata.location}/metadata")
+
+    def version(name: str) -> int:
+        found = re.match(r"v?(\d+)", name)
+        return int(found.group(1)) if found else -1
+
     pattern = re.compile(rb'"current-snapshot-id"\s*:\s*(-?\d+)')
     out: dict[int, float] = {}
-    for path in files:
-        with path.open("rb") as f:
+    for name in sorted((n for n in times if n.endswith(".metadata.json")), key=version):
+        written, path = times[name]
+        if path is not None:
+            f = path.open("rb")
+        else:
+            f = table.io.new_input(f"{table.metadata.location}/metadata/{name}").open()
+        with f:
             head = f.read(65536)
             found = pattern.search(head) or pattern.search(head + f.read())
         if found:
-            out.setdefault(int(found.group(1)), path.stat().st_mtime_ns / 1e6)
+            out.setdefault(int(found.group(1)), written)
     return out
 
 
 def manifest_list_times_ms(table) -> dict[int, float]:
-    """snapshot id -> when its manifest list (`snap-<id>-...avro`) was written (its mtime in
-    s3s-fs's data directory): just before the commit that made the snapshot. For catalogs that
-    keep only the current snapshot in the metadata (Project Nessie), whose snapshots' own
-    timestamps are gone after the next commit: a latency from it is a lower bound by one commit
-    round trip."""
-    location = table.metadata.location.removeprefix("s3://")
-    folder = Path(os.environ["THADAM_TEST_S3_DATA_DIR"]) / location / "metadata"
+    """snapshot id -> when its manifest list (`snap-<id>-...avro`) was written (see
+    object_times_ms): just before the commit that made the snapshot. For catalogs that keep only
+    the current snapshot in the metadata (Project Nessie), whose snapshots' own timestamps are
+    gone after the next commit: a latency from it is a lower bound by one commit round trip."""
     pattern = re.compile(r"snap-(-?\d+)-")
     out: dict[int, float] = {}
-    for path in folder.glob("snap-*.avro"):
-        found = pattern.match(path.name)
+    for name, (written, _) in object_times_ms(f"{table.metadata.location}/metadata").items():
+        found = pattern.match(name)
         if found:
-            out[int(found.group(1))] = path.stat().st_mtime_ns / 1e6
+            out[int(found.group(1))] = written
     return out
 
 
@@ -291,6 +331,9 @@ def cmd_add_files(args) -> dict:
     out["batched"] = {"files": len(paths), "seconds": took, "rate": len(paths) / took,
                       "cpu_s": (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)}
     if len(servers) == 2:
+        if pids[0] == pids[1]:
+            # One process serves both (SeaweedFS's catalog): counted once, as the S3 server's.
+            servers[1] = 0.0
         out["batched"]["s3s_cpu_s"], out["batched"]["catalog_cpu_s"] = servers
 
     # File by file: one add_files (one commit) per file, as a per-file registrar does, on one
@@ -349,7 +392,7 @@ def cmd_metrics(args) -> dict:
 
 
 def cpu_split(own: float, s3s: float, catalog: float, wall: float) -> str:
-    """`own + s3s + catalog = total s (cores busy)`: what a run cost the machine, by process."""
+    """`own + s3 + catalog = total s (cores busy)`: what a run cost the machine, by process."""
     total = own + s3s + catalog
     return (f"{own:.2f} + {s3s:.2f} + {catalog:.2f} = {total:.2f} s "
             f"({total / wall:.1f} cores busy)")
@@ -398,7 +441,7 @@ def cmd_report(args) -> None:
         if "s3s_cpu_s" in run:
             row("CPU of the run", cpu_split(run["cpu_s"], run["s3s_cpu_s"], run["catalog_cpu_s"],
                                             run["seconds"]),
-                "registrar + s3s-fs + catalog (user+sys over the run): the cores all three share")
+                "registrar + S3 server + catalog (user+sys over the run): the cores all three share")
 
     flow, lat, met, shipper = (load("flow-run.json"), load("flow-latency.json"),
                                load("flow-metrics.json"), load("flow-shipper.txt"))
@@ -460,7 +503,7 @@ def cmd_report(args) -> None:
         if "s3s_cpu_s" in b:
             row("CPU of the batched call",
                 cpu_split(b["cpu_s"], b["s3s_cpu_s"], b["catalog_cpu_s"], b["seconds"]),
-                "pyiceberg + s3s-fs + catalog (user+sys over the call)")
+                "pyiceberg + S3 server + catalog (user+sys over the call)")
         if reg_rate:
             segs = run["segments"]
             row("4. RATIOS", "", f"registrar seg/s on the {segs:,}-segment backlog / pyiceberg seg/s "

@@ -580,11 +580,37 @@ async fn check_table(
     )
     .await?;
     let shipper_location = config.url.table_location(&config.pipeline, &table.name);
+    let refused_at_shipper_location = |status: u16, message: String| {
+        Error::new(
+            ErrorCode::CatalogRejected,
+            format!(
+                "table {table} is absent and the catalog refuses to create it at \
+                 {shipper_location} ({status}: {message}); if the catalog only allows table \
+                 locations it chooses (SeaweedFS keeps every table inside its table bucket, S3 \
+                 Tables, Polaris outside its allowed locations), set table_location: catalog on \
+                 sink {}",
+                config.id
+            ),
+        )
+    };
     if !exists {
         let detail = format!(
             "absent, and so is namespace {namespace}; create_table: true creates both from the \
              first segment's footer"
         );
+        if config.table_location == TableLocation::Shipper {
+            // Asked even so: some catalogs judge a location before they look for the namespace
+            // (SeaweedFS's refuses one outside its table bucket with 400), and such a refusal is
+            // certain. A catalog that looks for the namespace first answers 404: not known.
+            let staged = timed(
+                &format!("asking the catalog about a table at {shipper_location}"),
+                client.stage_create(table, &probe_schema()?, Some(shipper_location.as_str())),
+            )
+            .await?;
+            if let Staged::Refused { status, message } = staged {
+                return Err(refused_at_shipper_location(status, message));
+            }
+        }
         return Ok(TableVerdict::CannotTell(match config.table_location {
             // A staged create needs the namespace too: whether the catalog lets the registrar
             // create the table is as unknown as where it would put it.
@@ -617,15 +643,9 @@ async fn check_table(
         (Staged::Accepted { location, .. }, TableLocation::Catalog) => Ok(TableVerdict::Ok(
             format!("absent; the catalog would create it at {location}; {created}"),
         )),
-        (Staged::Refused { status, message }, TableLocation::Shipper) => Err(Error::new(
-            ErrorCode::CatalogRejected,
-            format!(
-                "table {table} is absent and the catalog refuses to create it at \
-                 {shipper_location} ({status}: {message}); if the catalog only allows table \
-                 locations it chooses, set table_location: catalog on sink {}",
-                config.id
-            ),
-        )),
+        (Staged::Refused { status, message }, TableLocation::Shipper) => {
+            Err(refused_at_shipper_location(status, message))
+        }
         (Staged::Refused { status, message }, TableLocation::Catalog) => Err(Error::new(
             ErrorCode::CatalogRejected,
             format!(

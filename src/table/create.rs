@@ -183,7 +183,10 @@ pub(crate) fn renumbering(authored: &TableMetadata, created: &TableMetadata) -> 
 /// The updates that give a table the registrar just created, with no snapshot yet, the files'
 /// schema and spec back after the catalog renumbered them: the authored schema and spec added
 /// under fresh IDs and made current. Catalogs that renumber only a new table's first schema
-/// keep these as given.
+/// keep these as given. A spec the table already has as its default (always so for an
+/// unpartitioned table) is not sent: catalogs reuse the existing spec for an identical one, and
+/// then `set-default-spec -1` ("the spec added by this commit") names none, which Project Nessie
+/// refuses with 400 "No previously added partition spec".
 pub(crate) fn restoring_updates(
     authored: &TableMetadata,
     created: &TableMetadata,
@@ -208,19 +211,21 @@ pub(crate) fn restoring_updates(
         .with_schema_id(schema_id)
         .build()
         .map_err(|e| Error::internal(format!("cannot rebuild the files' schema: {e}")))?;
-    Ok(vec![
+    let mut updates = vec![
         TableUpdate::AddSchema { schema },
         TableUpdate::SetCurrentSchema { schema_id: -1 },
-        TableUpdate::AddSpec {
-            spec: authored
-                .default_partition_spec()
-                .as_ref()
-                .clone()
-                .into_unbound()
-                .with_spec_id(spec_id),
-        },
-        TableUpdate::SetDefaultSpec { spec_id: -1 },
-    ])
+    ];
+    let (wanted, current) = (
+        authored.default_partition_spec(),
+        created.default_partition_spec(),
+    );
+    if wanted.fields() != current.fields() {
+        updates.push(TableUpdate::AddSpec {
+            spec: wanted.as_ref().clone().into_unbound().with_spec_id(spec_id),
+        });
+        updates.push(TableUpdate::SetDefaultSpec { spec_id: -1 });
+    }
+    Ok(updates)
 }
 
 /// The updates that build `metadata` from nothing, at `location` (the catalog's choice, which
@@ -375,9 +380,10 @@ async fn keep_the_files_ids(
 }
 
 /// What to tell a user whose catalog refused the shipper's location.
-const LOCATION_ADVICE: &str = "if the catalog only allows table locations it chooses (Polaris, S3 \
-     Tables, Unity, ...), set table_location: catalog on the sink (data files stay where the \
-     shipper put them), or allow this location in the catalog";
+const LOCATION_ADVICE: &str = "if the catalog only allows table locations it chooses (SeaweedFS \
+     keeps every table inside its table bucket; Polaris, S3 Tables, Unity, ...), set \
+     table_location: catalog on the sink (data files stay where the shipper put them), or allow \
+     this location in the catalog";
 
 /// `table_location: shipper`: writes the first metadata file under `{location}/metadata/` and
 /// registers it.
@@ -400,16 +406,28 @@ async fn register_at_shipper_location(
         .write(bytes.into())
         .await
         .map_err(|e| write_failure(&path, &e))?;
-    let created = client
-        .register_table(table, &path)
-        .await
-        .map_err(|e| match e.code() {
-            // Refused (not a fault): most often a location outside what the catalog allows.
-            ErrorCode::CatalogRejected | ErrorCode::AuthFailed => e
+    let created = match client.register_table(table, &path).await {
+        Ok(created) => created,
+        // Refused (not a fault): most often a location outside what the catalog allows.
+        Err(e) if matches!(e.code(), ErrorCode::CatalogRejected | ErrorCode::AuthFailed) => {
+            // The catalog answered, and no: the file is the registrar's own and no table names
+            // it, so it goes (a restart writes a new one). Any other failure may have been
+            // applied with its answer lost: then the file stays, a table may name it.
+            if let Err(delete) = file_io.delete(&path).await {
+                tracing::warn!(
+                    table = %table,
+                    path = %path,
+                    error = %delete,
+                    "could not delete the refused table's first metadata file; it is no table's \
+                     and may be deleted"
+                );
+            }
+            return Err(e
                 .context(format!("registering table {table} at {location}"))
-                .with_advice(LOCATION_ADVICE),
-            _ => e,
-        })?;
+                .with_advice(LOCATION_ADVICE));
+        }
+        Err(e) => return Err(e),
+    };
     Ok(created)
 }
 
@@ -630,5 +648,20 @@ mod tests {
         assert_eq!(json[2]["spec"]["spec-id"], 1);
         assert_eq!(json[2]["spec"]["fields"][0]["source-id"], 3);
         assert_eq!(json[3]["spec-id"], -1);
+    }
+
+    #[test]
+    fn restoring_an_unpartitioned_table_sends_no_spec() {
+        let authored = metadata(&schema(), &[]);
+        let created = metadata(&renumbered(), &[]);
+        let updates = restoring_updates(&authored, &created).expect("updates");
+        let json = serde_json::to_value(&updates).expect("json");
+        let actions: Vec<&str> = json
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|u| u["action"].as_str().expect("an action"))
+            .collect();
+        assert_eq!(actions, ["add-schema", "set-current-schema"]);
     }
 }

@@ -58,12 +58,15 @@ impl ServerEnv {
 }
 
 /// The catalogs the catalog-facing tests run against (`tests/catalogs.rs` runs each of its
-/// tests on both): the Apache Iceberg REST fixture and Project Nessie, both started by
-/// `scripts/servers`.
+/// tests on all three): the Apache Iceberg REST fixture, Project Nessie and SeaweedFS's own
+/// catalog, all started by `scripts/servers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Catalog {
     Fixture,
     Nessie,
+    /// SeaweedFS's Iceberg catalog: tables in its table bucket, on its own S3 (the suite's S3
+    /// server unless `THADAM_S3=s3s-fs`), authentication required.
+    SeaweedFs,
 }
 
 impl Catalog {
@@ -72,7 +75,53 @@ impl Catalog {
         match self {
             Catalog::Fixture => var("THADAM_TEST_CATALOG_URI"),
             Catalog::Nessie => var("THADAM_TEST_NESSIE_URI"),
+            Catalog::SeaweedFs => var("THADAM_TEST_SEAWEEDFS_URI"),
         }
+    }
+
+    /// The S3 endpoint of the tables in this catalog (SeaweedFS's catalog reads and writes its
+    /// own S3 only).
+    pub fn s3_endpoint(self) -> String {
+        match self {
+            Catalog::Fixture | Catalog::Nessie => var("THADAM_TEST_S3_ENDPOINT"),
+            Catalog::SeaweedFs => var("THADAM_TEST_SEAWEEDFS_S3_ENDPOINT"),
+        }
+    }
+
+    /// The iceberg sink keys that reach this catalog, beyond `catalog_uri` (each line indented
+    /// by six spaces): SeaweedFS's wants its table bucket as `warehouse` and the S3 keys as
+    /// OAuth2 client credentials.
+    pub fn connection_yaml(self) -> &'static str {
+        match self {
+            Catalog::Fixture | Catalog::Nessie => "",
+            Catalog::SeaweedFs => {
+                "      catalog_warehouse: \"${env:THADAM_TEST_SEAWEEDFS_WAREHOUSE}\"\n      \
+                 catalog_credential:\n        \
+                 client_id: \"${env:THADAM_TEST_S3_ACCESS_KEY}\"\n        \
+                 client_secret: \"${env:THADAM_TEST_S3_SECRET_KEY}\"\n"
+            }
+        }
+    }
+
+    /// What pyiceberg needs, beyond the catalog URI, to reach this catalog and its tables'
+    /// storage: environment variables [`py::PRELUDE`] reads.
+    pub fn py_env(self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("THADAM_TEST_S3_ENDPOINT", self.s3_endpoint())];
+        if self == Catalog::SeaweedFs {
+            env.push((
+                "THADAM_TEST_PY_WAREHOUSE",
+                var("THADAM_TEST_SEAWEEDFS_WAREHOUSE"),
+            ));
+            env.push((
+                "THADAM_TEST_PY_CREDENTIAL",
+                format!(
+                    "{}:{}",
+                    var("THADAM_TEST_S3_ACCESS_KEY"),
+                    var("THADAM_TEST_S3_SECRET_KEY")
+                ),
+            ));
+        }
+        env
     }
 
     /// Whether this run leaves the catalog out: only Nessie, and only when asked for with
@@ -262,6 +311,7 @@ impl Harness {
     pub fn with(test: &str, opts: Options) -> Harness {
         let mut env = ServerEnv::get();
         env.catalog_uri = opts.catalog.uri();
+        env.s3_endpoint = opts.catalog.s3_endpoint();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut namespace = vec![unique(test)];
         namespace.extend(opts.namespace_tail.iter().map(|s| s.to_string()));
@@ -281,7 +331,11 @@ impl Harness {
             namespace: &namespace.join("."),
             create_table: opts.create_table,
             s3_endpoint: &env.s3_endpoint,
-            extra_iceberg_yaml: &opts.extra_iceberg_yaml,
+            extra_iceberg_yaml: &format!(
+                "{}{}",
+                opts.catalog.connection_yaml(),
+                opts.extra_iceberg_yaml
+            ),
         });
         let config = Config::from_yaml_str(&yaml, dir.path())
             .expect("test config is valid")
@@ -497,12 +551,16 @@ impl Harness {
 
     /// Runs `script` in pyiceberg (after [`py::PRELUDE`]) connected to this harness's catalog.
     pub fn py(&self, script: &str, args: &[&str]) -> String {
-        py::run_in(&self.env.catalog_uri, script, args)
+        py::run_for(self.catalog, &self.env.catalog_uri, script, args)
     }
 
     /// What pyiceberg reads of `dataset`'s table in this harness's catalog.
     pub fn py_view(&self, dataset: &str) -> py::View {
-        py::view_in(&self.env.catalog_uri, &self.table_name(dataset).to_string())
+        py::view_for(
+            self.catalog,
+            &self.env.catalog_uri,
+            &self.table_name(dataset).to_string(),
+        )
     }
 
     pub async fn table(&self, dataset: &str) -> Option<Table> {

@@ -7,14 +7,20 @@ use std::process::Command;
 pub const PRELUDE: &str = r#"
 import json, os, sys
 from pyiceberg.catalog import load_catalog
-catalog = load_catalog("rest", **{
+_props = {
     "uri": os.environ["THADAM_TEST_CATALOG_URI"],
     "s3.endpoint": os.environ["THADAM_TEST_S3_ENDPOINT"],
     "s3.access-key-id": os.environ["THADAM_TEST_S3_ACCESS_KEY"],
     "s3.secret-access-key": os.environ["THADAM_TEST_S3_SECRET_KEY"],
     "s3.region": os.environ.get("THADAM_TEST_S3_REGION", "us-east-1"),
     "s3.path-style-access": "true",
-})
+}
+# A catalog that wants a warehouse or OAuth2 client credentials (SeaweedFS's): see Catalog::py_env.
+if os.environ.get("THADAM_TEST_PY_WAREHOUSE"):
+    _props["warehouse"] = os.environ["THADAM_TEST_PY_WAREHOUSE"]
+if os.environ.get("THADAM_TEST_PY_CREDENTIAL"):
+    _props["credential"] = os.environ["THADAM_TEST_PY_CREDENTIAL"]
+catalog = load_catalog("rest", **_props)
 "#;
 
 /// Runs `script` (after [`PRELUDE`]) with `args` as `sys.argv[1:]`; returns stdout. Panics with
@@ -25,16 +31,37 @@ pub fn run(script: &str, args: &[&str]) -> String {
 
 /// [`run`] with pyiceberg connected to the catalog at `catalog_uri` (Nessie, a proxy).
 pub fn run_in(catalog_uri: &str, script: &str, args: &[&str]) -> String {
-    run_program(&format!("{PRELUDE}\n{script}"), args, Some(catalog_uri))
+    run_program(
+        &format!("{PRELUDE}\n{script}"),
+        args,
+        Some(catalog_uri),
+        &[],
+    )
+}
+
+/// [`run_in`] for `catalog` (reached at `catalog_uri`: its own URI or a proxy's), with what it
+/// needs beyond the URI (SeaweedFS's warehouse, credential and S3).
+pub fn run_for(catalog: super::Catalog, catalog_uri: &str, script: &str, args: &[&str]) -> String {
+    run_program(
+        &format!("{PRELUDE}\n{script}"),
+        args,
+        Some(catalog_uri),
+        &catalog.py_env(),
+    )
 }
 
 /// Runs `program` as it is (no prelude) in the test venv's python; returns stdout. Panics with
 /// stderr when python fails.
 pub fn run_bare(program: &str, args: &[&str]) -> String {
-    run_program(program, args, None)
+    run_program(program, args, None, &[])
 }
 
-fn run_program(program: &str, args: &[&str], catalog_uri: Option<&str>) -> String {
+fn run_program(
+    program: &str,
+    args: &[&str],
+    catalog_uri: Option<&str>,
+    env: &[(&str, String)],
+) -> String {
     let python = std::env::var("THADAM_TEST_PYTHON").unwrap_or_else(|_| {
         panic!("THADAM_TEST_PYTHON is not set: run the tests with scripts/test")
     });
@@ -43,6 +70,7 @@ fn run_program(program: &str, args: &[&str], catalog_uri: Option<&str>) -> Strin
     if let Some(uri) = catalog_uri {
         command.env("THADAM_TEST_CATALOG_URI", uri);
     }
+    command.envs(env.iter().map(|(k, v)| (k, v)));
     let output = command.output().expect("python runs");
     assert!(
         output.status.success(),
@@ -90,7 +118,13 @@ pub fn view(ident: &str) -> View {
 
 /// [`view`] in the catalog at `catalog_uri`.
 pub fn view_in(catalog_uri: &str, ident: &str) -> View {
-    let out = run_in(
+    view_for(super::Catalog::Fixture, catalog_uri, ident)
+}
+
+/// [`view`] in `catalog`, reached at `catalog_uri`.
+pub fn view_for(catalog: super::Catalog, catalog_uri: &str, ident: &str) -> View {
+    let out = run_for(
+        catalog,
         catalog_uri,
         r#"
 table = catalog.load_table(sys.argv[1])
