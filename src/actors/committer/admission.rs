@@ -13,7 +13,7 @@ use crate::config::BadSegmentPolicy;
 use crate::error::{Error, Result};
 use crate::protocol::messages::SegmentPermit;
 use crate::protocol::segment::UploadedSegment;
-use crate::table::committed::{Decision, fingerprint};
+use crate::table::committed::Decision;
 use crate::table::quarantine::Resolution;
 
 impl CommitterState {
@@ -114,12 +114,7 @@ impl CommitterState {
         }
         let ctx = Arc::clone(&self.args.ctx);
         let pending = &self.pending;
-        let local = |seq: u64, catalog: &str| {
-            pending
-                .get(&seq)
-                .filter(|p| p.segment.catalog_id.as_deref() == Some(catalog))
-                .map(|p| fingerprint(&p.segment))
-        };
+        let local = |seq: u64, catalog: &str| pending.fingerprint_at(seq, catalog);
         let undecided = pending
             .by_seq
             .values()

@@ -36,7 +36,6 @@ use crate::protocol::footer::SegmentFooter;
 use crate::protocol::messages::{CommitterMsg, FooterPoolMsg, SchemaMergerMsg, SchemaReconciled};
 use crate::protocol::segment::UploadedSegment;
 use crate::table::append::{AttemptInput, Attempted, BatchCommit, Outcome, ReadySegment, Schemas};
-use crate::table::committed::fingerprint;
 use crate::table::held::HeldTable;
 use crate::table::quarantine::stops_table_only;
 
@@ -289,12 +288,7 @@ impl CommitterState {
                 return Ok(());
             }
             let pending = &self.pending;
-            let local = |seq: u64, catalog: &str| {
-                pending
-                    .get(&seq)
-                    .filter(|p| p.segment.catalog_id.as_deref() == Some(catalog))
-                    .map(|p| fingerprint(&p.segment))
-            };
+            let local = |seq: u64, catalog: &str| pending.fingerprint_at(seq, catalog);
             let input = AttemptInput {
                 batch: &batch,
                 waiting: pending.len(),

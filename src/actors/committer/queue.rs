@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::protocol::footer::SegmentFooter;
 use crate::protocol::messages::SegmentPermit;
 use crate::protocol::segment::UploadedSegment;
+use crate::table::committed::{SegmentId, fingerprint};
 
 /// The segments a committer holds, by catalog sequence number, with an index of their object
 /// keys so that a replayed segment is recognised in O(1) however long the backlog is, and what
@@ -127,6 +128,15 @@ impl PendingQueue {
         }
     }
 
+    /// The fingerprint of the record at `seq` of log `catalog`, when it is pending here: what a
+    /// watermark at that seq is checked against without reading the log.
+    pub(super) fn fingerprint_at(&self, seq: u64, catalog: &str) -> Option<SegmentId> {
+        self.by_seq
+            .get(&seq)
+            .filter(|p| p.segment.catalog_id.as_deref() == Some(catalog))
+            .map(|p| fingerprint(&p.segment))
+    }
+
     pub(super) fn get_mut(&mut self, seq: &u64) -> Option<&mut Pending> {
         self.by_seq.get_mut(seq)
     }
@@ -173,16 +183,7 @@ mod tests {
     use super::*;
 
     fn segment(seq: u64, key: &str) -> UploadedSegment {
-        UploadedSegment {
-            seq,
-            dataset: "telemetry".into(),
-            segment_id: format!("s{seq}"),
-            object_key: key.into(),
-            file_size: 1,
-            row_count: 1,
-            uploaded_at_ms: 0,
-            catalog_id: None,
-        }
+        crate::testing::segment(seq, "telemetry", key)
     }
 
     fn pending(s: UploadedSegment) -> Pending {
