@@ -89,7 +89,9 @@ bench_start() {
     CRC_LIB="$STATE/crc32c.so"
     # s3s-fs, not SeaweedFS: these benches place their objects straight into its data directory
     # (hard links of one file under thousands of keys), which SeaweedFS has no equivalent of.
-    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" \
+    # Neither Nessie nor SeaweedFS: these benches use the fixture, and an idle server beside it
+    # takes CPU from the two cores the figures are about.
+    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" THADAM_NESSIE=0 THADAM_SEAWEEDFS=0 \
         "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
     # shellcheck source=/dev/null
     source "$STATE/srv/env"

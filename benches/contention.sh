@@ -184,12 +184,16 @@ contention_start() {
     CRC_LIB="$STATE/crc32c.so"
     if ((stock_s3)); then
         # s3s-fs, not SeaweedFS: orphans are counted in its data directory.
-        env -u THADAM_S3_PRELOAD THADAM_S3=s3s-fs "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+        env -u THADAM_S3_PRELOAD THADAM_S3=s3s-fs THADAM_NESSIE=0 THADAM_SEAWEEDFS=0 \
+            "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
         s3_variant="**stock** s3s-fs $THADAM_S3S_VERSION, no TCP_NODELAY shim (--stock-s3: GETs with a body stall ~44 ms)"
     else
         gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/nodelay.so" \
             "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
-        THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+        # Only what the fleet uses: an idle Nessie or weed mini beside the fixture takes CPU
+        # from the two cores the figures are about.
+        THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" THADAM_NESSIE=0 THADAM_SEAWEEDFS=0 \
+            "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
         s3_pid_="$(cat "$STATE/srv/s3s-fs.pid")"
         grep -q "$STATE/nodelay.so" "/proc/$s3_pid_/maps" ||
             die "nodelay.so is not mapped into s3s-fs (pid $s3_pid_): the preload did not take"

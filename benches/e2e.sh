@@ -117,11 +117,17 @@ export PYTHONDONTWRITEBYTECODE=1
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/thadam-e2e.XXXXXX")"
 R="$STATE/results"
 mkdir -p "$R"
+# Only the servers this run uses: an idle JVM or weed mini beside it takes CPU from the two cores
+# the figures are about.
+want_nessie=0
+want_seaweedfs=0
+[[ "$catalog" == nessie ]] && want_nessie=1
+[[ "$catalog" == seaweedfs || "$s3" == seaweedfs ]] && want_seaweedfs=1
 if [[ "$s3" == s3s-fs ]]; then
     gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/nodelay.so" \
         "$THADAM_REPO_ROOT/benches/e2e/nodelay.c" -ldl
-    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" \
-        "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+    THADAM_S3=s3s-fs THADAM_S3_PRELOAD="$STATE/nodelay.so" THADAM_NESSIE="$want_nessie" \
+        THADAM_SEAWEEDFS="$want_seaweedfs" "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
     # shellcheck source=/dev/null
     source "$STATE/srv/env"
     s3_pid="$(cat "$STATE/srv/s3s-fs.pid")"
@@ -131,7 +137,8 @@ if [[ "$s3" == s3s-fs ]]; then
         die "nodelay.so is not mapped into s3s-fs (pid $s3_pid): the preload did not take"
     fi
 else
-    THADAM_S3=seaweedfs "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+    THADAM_S3=seaweedfs THADAM_NESSIE="$want_nessie" \
+        "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
     # shellcheck source=/dev/null
     source "$STATE/srv/env"
     s3_pid="$(cat "$STATE/srv/seaweedfs.pid")"
