@@ -82,8 +82,8 @@ while (($#)); do
     esac
 done
 for n in $nodes; do
-    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || ((n > 100)); then
-        die "--nodes: not a whole number in 1..100: $n"
+    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || ((n > 256)); then
+        die "--nodes: not a whole number in 1..256: $n"
     fi
 done
 for n in "$seconds" "$drain_cap" "$rival_seconds" "$rows" "$rival_rows"; do

@@ -912,7 +912,7 @@ fn commit_batching_and_footer_readers() {
         set(
             d,
             &reg("commit"),
-            "{max_segments: 50, max_bytes: 64MiB, linger: 250ms, min_interval: 2s}",
+            "{max_segments: 50, max_bytes: 64MiB, linger: 250ms, min_interval: 2s, intents: false}",
         );
         set(d, &reg("footer_readers"), "16");
     }));
@@ -923,7 +923,12 @@ fn commit_batching_and_footer_readers() {
             max_bytes: 64 * 1024 * 1024,
             linger: Duration::from_millis(250),
             min_interval: Duration::from_secs(2),
+            intents: false,
         }
+    );
+    fx.fails(
+        &edited(|d| set(d, &reg("commit"), "{intents: maybe}")),
+        &["config.commit.intents"],
     );
     assert_eq!(r.footer_readers, 16);
     fx.fails(

@@ -61,6 +61,11 @@ OUTCOMES = ("ok", "conflict", "unknown_state", "failed", "fatal")
 WINDOW = "thadam_iceberg_commit_window_seconds"
 INTERVAL = "thadam_iceberg_commit_interval_seconds"
 DELETED = "thadam_iceberg_attempt_files_deleted_total"
+# Fleet intents (a node's segments another node carried count as handled for the drain).
+CARRIED_BY_OTHERS = "thadam_iceberg_segments_carried_by_others_total"
+PUBLISHED = "thadam_iceberg_intents_published_total"
+CARRIED = "thadam_iceberg_intents_carried_total"
+SKIPPED = "thadam_iceberg_intents_skipped_total"
 
 
 # ---- segments --------------------------------------------------------------------------------
@@ -331,6 +336,23 @@ def delta(after: dict, before: dict, key: str) -> float:
     return after.get(key, 0.0) - before.get(key, 0.0)
 
 
+def handled(after: dict, before: dict) -> float:
+    """A node's segments in the table: registered by its own commits, or carried by another
+    node's (its published intents)."""
+    return delta(after, before, REGISTERED) + delta(after, before, CARRIED_BY_OTHERS)
+
+
+def labelled(after: list[dict], before: list[dict], name: str) -> dict[str, float]:
+    """A counter's deltas summed over nodes, by its one label value (`name:value` keys)."""
+    out: dict[str, float] = {}
+    for a, b in zip(after, before):
+        for key in a:
+            if key.startswith(name + ":"):
+                value = key[len(name) + 1:]
+                out[value] = out.get(value, 0.0) + delta(a, b, key)
+    return out
+
+
 def histogram(before: list[dict], after: list[dict], name: str) -> dict | None:
     """A histogram's deltas summed over nodes: count, mean, and p50/p99 interpolated within
     the buckets (None when no node exports it)."""
@@ -549,7 +571,7 @@ def cmd_run(args) -> dict:
         deadline = time.time() + 120 + 10 * n
         while True:
             m = scrape(regs)
-            done = sum(x.get(REGISTERED, 0.0) for x in m)
+            done = sum(x.get(REGISTERED, 0.0) + x.get(CARRIED_BY_OTHERS, 0.0) for x in m)
             if done >= n - 1 and all(x.get(BACKLOG, 0.0) == 0 for x in m):
                 break
             if time.time() > deadline:
@@ -600,7 +622,7 @@ def cmd_run(args) -> dict:
         while feeder.proc.poll() is None:
             time.sleep(min(5.0, max(0.2, window_end - time.time())))
             if feeder.proc.poll() is None:
-                done = sum(delta(a, b, REGISTERED) for a, b in zip(scrape(regs), before))
+                done = sum(handled(a, b) for a, b in zip(scrape(regs), before))
                 log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
         fed = feeder.finish()
         rival_results = [child.finish() for child in rivals]
@@ -614,7 +636,7 @@ def cmd_run(args) -> dict:
         while True:
             for k in sorted(pending):
                 after[k] = regs[k].try_metrics() or after[k]
-                if delta(after[k], before[k], REGISTERED) >= want:
+                if handled(after[k], before[k]) >= want:
                     pending.discard(k)
                 elif not regs[k].alive():
                     raise SystemExit(f"runner {names[k]} exited ({regs[k].returncode}) "
@@ -642,7 +664,15 @@ def cmd_run(args) -> dict:
             deleted = {o: sum(delta(a, b, f"{DELETED}:{o}") for a, b in zip(after, before))
                        for o in ("deleted", "failed")}
         intervals = [m[INTERVAL] for m in after if INTERVAL in m]
+        intents = {
+            "published": sum(delta(a, b, PUBLISHED) for a, b in zip(after, before)),
+            "carried": labelled(after, before, CARRIED),
+            "skipped": sum(labelled(after, before, SKIPPED).values()),
+        }
         table = bench.catalog().load_table(args.table)
+        intent_dir = local_path(f"s3://{os.environ['THADAM_TEST_BUCKET']}/lake/_thadam-intents/"
+                                f"{table.metadata.table_uuid}")
+        intents["left"] = sum(1 for _ in intent_dir.glob("*.json")) if intent_dir.is_dir() else 0
         rival_ok = sum(r["ok"] for r in rival_results) if rivals else None
         out = {
             "mode": args.mode,
@@ -663,6 +693,7 @@ def cmd_run(args) -> dict:
             "commit_duration": histogram(before, after, "thadam_iceberg_commit_duration_seconds"),
             "commit_interval_s": intervals or None,
             "attempt_files_deleted": deleted,
+            "intents": intents,
             "cpu_s": cpu,
             "max_hwm_kb": max(f["hwm_kb"] for f in figures),
             "exit_codes": codes,
@@ -706,12 +737,16 @@ def common_cells(r: dict) -> dict:
     conflicts = f"{c['conflict'] / c['ok']:.2f}" if c["ok"] else f"– ({c['conflict']:.0f} / 0)"
     achieved = r["in_window"] / r["seconds"]
     p99 = r["node_p99_ms"]
+    snaps = r["snapshots_since_t0"]["registrar"]
+    window = r["seconds"] + r["drain_s"]
     return {
+        "commits_per_s": f"{snaps / window:.2f}" if window > 0 else "–",
         "achieved": f"{achieved:.2f}" + ("" if r["drained"] else " (drain cap hit)"),
         "latency": f"{ms(lat['p50'])} / {ms(lat['p99'])} / {ms(lat['max'])}",
         "conflicts": conflicts,
         "node_p99": f"{ms(p99[0])} → {ms(p99[-1])}" if p99 else "–",
-        "orphans": f"{o['orphan_lists']} / {o['orphan_manifests']}",
+        "orphans": f"{o['orphan_lists']} / {o['orphan_manifests']}"
+                   + (f" / {r['intents']['left']}" if r.get("intents") else ""),
         "cpu": f"{num(cpu['catalog'], 1)} / {num(cpu['s3'], 1)} / {num(cpu['registrars'], 1)}",
         "exactly_once": eo["status"] + (f" ({'; '.join(eo['problems'])})" if eo["problems"]
                                         else ""),
@@ -739,6 +774,9 @@ def details_row(r: dict, first: str) -> list[str]:
         f"{ms(1000 * behind)}",
         f"{r['max_hwm_kb'] / 1024:.1f} MiB",
         f"{num(r['cpu_s']['feeder'], 1)} / {num(r['cpu_s']['driver'], 1)}",
+        (f"{i['published']:.0f} / {i['carried'].get('other', 0):.0f} / "
+         f"{i['carried'].get('own', 0):.0f} / {i['skipped']:.0f}"
+         if (i := r.get("intents")) else NO_SERIES),
     ]
 
 
@@ -748,7 +786,8 @@ NO_SERIES = "–"
 DETAIL_HEADERS = ["segments fed / registered", "drain", "registrar snapshots (seg each)",
                   "commits ok / 409 / unknown / failed", "commit window mean / p99",
                   "commit interval (gauge, per node)", "attempt files deleted / failed",
-                  "feeder max behind", "runner peak RSS (max)", "CPU s: feeder / driver"]
+                  "feeder max behind", "runner peak RSS (max)", "CPU s: feeder / driver",
+                  "intents published / carried by another node / by their own / skipped"]
 
 
 def cmd_report(args) -> int:
@@ -765,12 +804,12 @@ def cmd_report(args) -> int:
         for r in fleet:
             c = common_cells(r)
             rows.append([r["nodes"], f"{r['nodes'] * r['rate']:g}", c["achieved"], c["latency"],
-                         c["conflicts"], c["node_p99"], c["orphans"], c["cpu"],
-                         c["exactly_once"]])
+                         c["commits_per_s"], c["conflicts"], c["node_p99"], c["orphans"],
+                         c["cpu"], c["exactly_once"]])
             details.append(details_row(r, str(r["nodes"])))
         print(markdown(["N", "offered seg/s", "achieved seg/s", "upload → snapshot p50 / p99 / max",
-                        "409s per landed commit", "per-node p99 best → worst",
-                        "orphans: lists / manifests", "CPU s: catalog / S3 / registrars",
+                        "catalog commits/s", "409s per landed commit", "per-node p99 best → worst",
+                        "orphans: lists / manifests / intents", "CPU s: catalog / S3 / registrars",
                         "exactly once"], rows))
         print()
         print(markdown(["N", *DETAIL_HEADERS], details))

@@ -27,7 +27,8 @@ def log(msg: str) -> None:
 
 def parse_metrics(text: str, table: str) -> dict[str, float]:
     """Series of one table (plus unlabelled ones), keyed `name` or `name{le=..}` for buckets;
-    series that differ only in other labels (outcome, cause) are summed under `name:value`."""
+    series that differ only in other labels are summed: by `outcome`, `whose` or `reason` under
+    `name:value`, by any other (cause) under `name`."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -42,6 +43,8 @@ def parse_metrics(text: str, table: str) -> dict[str, float]:
             key = f"{name}{{le={labels['le']}}}"
         elif "outcome" in labels:
             key = f"{name}:{labels['outcome']}"
+        elif "whose" in labels or "reason" in labels:
+            key = f"{name}:{labels.get('whose') or labels['reason']}"
         try:
             out[key] = out.get(key, 0.0) + float(value)
         except ValueError:

@@ -100,6 +100,7 @@ impl RegistrarContext {
             shutdown: &self.shutdown,
             history: self.history.as_ref(),
             hooks: &self.tuning.hooks,
+            store: &self.store,
         }
     }
 }

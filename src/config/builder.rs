@@ -204,6 +204,11 @@ impl ConfigBuilder {
         self.set("commit.linger", duration_text(linger))
     }
 
+    /// `commit.intents`: whether this node publishes intents in a fleet that takes turns.
+    pub fn commit_intents(self, on: bool) -> Self {
+        self.set("commit.intents", on)
+    }
+
     /// `commit.min_interval`: the least time between the starts of two commits of one table.
     pub fn commit_min_interval(self, interval: Duration) -> Self {
         self.set("commit.min_interval", duration_text(interval))

@@ -106,6 +106,7 @@ pub(crate) struct RawCommit {
     pub max_bytes: Option<Value>,
     pub linger: Option<Value>,
     pub min_interval: Option<Value>,
+    pub intents: Option<Value>,
 }
 
 /// `memory:`.

@@ -243,6 +243,10 @@ pub struct CommitPolicy {
     /// pays one commit per segment unless paced. Adds up to this much latency to a segment that
     /// arrives right after a commit; segments arriving meanwhile join the next snapshot.
     pub min_interval: Duration,
+    /// In a fleet that takes turns on a table, publish what waits for this node's turn as an
+    /// intent that whoever commits next carries (see the README's "Sharing a table"). Default
+    /// true; a lone registrar never publishes.
+    pub intents: bool,
 }
 
 impl Default for CommitPolicy {
@@ -252,6 +256,7 @@ impl Default for CommitPolicy {
             max_bytes: 1 << 30,
             linger: Duration::ZERO,
             min_interval: Duration::ZERO,
+            intents: true,
         }
     }
 }

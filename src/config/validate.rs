@@ -859,11 +859,15 @@ fn commit(ctx: &Ctx, raw: RawCommit) -> Result<CommitPolicy> {
             "is over an hour; a segment could wait that long to appear in the table",
         ));
     }
+    let intents = ctx
+        .flag("config.commit.intents", raw.intents.as_ref())?
+        .unwrap_or(defaults.intents);
     Ok(CommitPolicy {
         max_segments,
         max_bytes,
         linger,
         min_interval,
+        intents,
     })
 }
 

@@ -33,8 +33,14 @@ pub fn line(status: &RegistrarStatus, registered_before: u64) -> String {
     } else {
         String::new()
     };
+    let carried: u64 = status.tables.values().map(|t| t.carried).sum();
+    let carried = if carried > 0 {
+        format!(", carried by other nodes {carried}")
+    } else {
+        String::new()
+    };
     format!(
-        "registered {registered} segments (+{}), skipped {}, backlog {}{waiting}{quarantined}, lag {lag}",
+        "registered {registered} segments (+{}), skipped {}{carried}, backlog {}{waiting}{quarantined}, lag {lag}",
         registered.saturating_sub(registered_before),
         status.tables.values().map(|t| t.skipped).sum::<u64>(),
         status.backlog(),

@@ -291,6 +291,44 @@ pub const METRICS: &[MetricDoc] = &[
         "Unix time of the last successful append commit to the table.",
     ),
     doc(
+        "thadam_iceberg_intents_published_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Intents this node published for its fleet to carry: batches that waited for its turn \
+         on a table registrars take turns on, their manifest written in the table's metadata.",
+    ),
+    doc(
+        "thadam_iceberg_intents_carried_total",
+        Kind::Counter,
+        &["table", "whose"],
+        None,
+        "Intents this node's landed commits carried: its own (whose own) or other nodes' (other).",
+    ),
+    doc(
+        "thadam_iceberg_segments_carried_by_others_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Segments of this node that another node of its fleet committed, carrying its intents.",
+    ),
+    doc(
+        "thadam_iceberg_intent_age_seconds",
+        Kind::Histogram,
+        TABLE,
+        Some(Unit::Seconds),
+        "Per intent of another node this node carried: from its publication (the publisher's \
+         clock) to the commit that carried it.",
+    ),
+    doc(
+        "thadam_iceberg_intents_skipped_total",
+        Kind::Counter,
+        &["table", "reason"],
+        None,
+        "Intents listed that can never be carried, by reason: too_large, malformed, foreign \
+         (another table, another url, a manifest outside the table's metadata). Never committed.",
+    ),
+    doc(
         "thadam_iceberg_build_info",
         Kind::Gauge,
         &["version", "commit"],

@@ -27,6 +27,9 @@ pub struct TableStatus {
     pub registered: u64,
     /// Segments skipped because the table already had them (restart, replay, another writer).
     pub skipped: u64,
+    /// Segments of this registrar that another node of its fleet committed, carrying the
+    /// intents this registrar published (see the README's "Sharing a table").
+    pub carried: u64,
     /// Segments seen but not yet committed (quarantined ones not included).
     pub backlog: u64,
     /// Quarantined segments the committer holds now (`on_bad_segment: quarantine`).
@@ -65,9 +68,10 @@ pub struct TableStatus {
 }
 
 impl TableStatus {
-    /// Segments handled: committed by us or found already committed.
+    /// Segments handled: committed by us (or for us, by a node that carried our intents) or
+    /// found already committed.
     pub fn handled(&self) -> u64 {
-        self.registered + self.skipped
+        self.registered + self.skipped + self.carried
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use object_store::ObjectStore;
+
 use crate::catalog::{RestClient, TableName};
 use crate::config::RegistrarConfig;
 use crate::error::{Error, ErrorCode};
@@ -24,6 +26,8 @@ pub(crate) struct Env<'a> {
     /// whose catalog ids never reuse a seq.
     pub history: Option<&'a Arc<dyn SegmentHistory>>,
     pub hooks: &'a Hooks,
+    /// The store of the sink's `url` (the segments' bucket), where fleet intents lie.
+    pub store: &'a Arc<dyn ObjectStore>,
 }
 
 impl Env<'_> {

@@ -171,6 +171,16 @@ impl HeldTable {
         self.committed.forget(expired);
     }
 
+    /// Whether the table holds the segment of `id`, by the ids alone (see `CommittedSet`).
+    pub(crate) fn holds_id(&self, id: &SegmentId) -> bool {
+        self.committed.holds_id(id)
+    }
+
+    /// Our commit that landed carried these segments of other nodes (fleet intents).
+    pub(crate) fn record_carried(&mut self, ids: &[SegmentId]) {
+        self.committed.record_ids(ids);
+    }
+
     /// The watermark property and value an append of `segments` raises (see `CommittedSet`).
     pub(crate) fn watermark_update(
         &mut self,

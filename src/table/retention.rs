@@ -32,6 +32,7 @@ use iceberg::spec::{MAIN_BRANCH, Snapshot, SnapshotReference, SnapshotRetention,
 
 use crate::config::SnapshotRetention as Policy;
 use crate::runtime::warn_once;
+use crate::table::append::producer::{CARRIED_INTENTS, CARRIED_MARKS};
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_ids, decode_mark,
 };
@@ -169,17 +170,35 @@ fn is_ours(snapshot: &Snapshot) -> bool {
     summary.contains_key(SEGMENT_IDS) || summary.contains_key(WRITER)
 }
 
-/// Whether the watermark `snapshot` was written under still covers it.
+/// Whether the watermark `snapshot` was written under still covers it, and, for a snapshot
+/// that carried other nodes' intents (`thadam.carried-intents`), each of their watermarks too.
 fn covered(snapshot: &Snapshot, properties: &HashMap<String, String>) -> bool {
     let summary = &snapshot.summary().additional_properties;
-    let Some(seq) = summary.get(CATALOG_SEQ).and_then(|s| s.parse::<u64>().ok()) else {
-        return false;
+    let reaches = |property: &str, seq: u64| {
+        properties
+            .get(property)
+            .and_then(|value| decode_mark(value))
+            .is_some_and(|(mark, _)| mark >= seq)
     };
-    summary
-        .get(WATERMARK_KEY)
-        .and_then(|key| properties.get(key))
-        .and_then(|value| decode_mark(value))
-        .is_some_and(|(mark, _)| mark >= seq)
+    let carried = summary.contains_key(CARRIED_INTENTS);
+    let own = match summary.get(CATALOG_SEQ).and_then(|s| s.parse::<u64>().ok()) {
+        Some(seq) => summary
+            .get(WATERMARK_KEY)
+            .is_some_and(|key| reaches(key, seq)),
+        // Only a snapshot that holds nothing but carried intents has no catalog seq of its own.
+        None => carried,
+    };
+    if !own || !carried {
+        return own;
+    }
+    summary.get(CARRIED_MARKS).is_some_and(|guards| {
+        guards.split(',').all(|guard| {
+            guard
+                .rsplit_once('=')
+                .and_then(|(property, seq)| Some((property, seq.parse::<u64>().ok()?)))
+                .is_some_and(|(property, seq)| !property.is_empty() && reaches(property, seq))
+        })
+    })
 }
 
 /// `head` and its ancestors, newest first (a cycle or a missing parent ends the walk).
@@ -343,6 +362,48 @@ mod tests {
             json!({}),
         );
         assert_eq!(expirable(&t2, &policy(2, 1), NOW), vec![1]);
+    }
+
+    #[test]
+    fn a_snapshot_that_carried_intents_goes_only_while_each_of_their_watermarks_covers_it() {
+        let wm = format!("{WATERMARK_PREFIX}log");
+        let a = format!("{WATERMARK_PREFIX}a");
+        let b = format!("{WATERMARK_PREFIX}b");
+        let carried = |id: i64, own: Option<u64>, guards: Option<String>| {
+            let mut v = match own {
+                Some(seq) => ours(id, 10 - id, Some(&wm), seq),
+                // Nothing of its own: no catalog seq, no watermark key.
+                None => snap(
+                    id,
+                    10 - id,
+                    json!({SEGMENT_IDS: "AAAAAAAAAAAAAAAA", WRITER: "iceberg/p"}),
+                ),
+            };
+            v["summary"][CARRIED_INTENTS] = json!("2");
+            if let Some(g) = guards {
+                v["summary"][CARRIED_MARKS] = json!(g);
+            }
+            v
+        };
+        let snapshots = vec![
+            carried(1, Some(3), Some(format!("{a}=5,{b}=7"))), // all covered
+            carried(2, Some(3), Some(format!("{a}=5,{b}=9"))), // b not there yet
+            carried(3, None, Some(format!("{a}=4,{b}=6"))),    // carried only, covered
+            carried(4, None, Some(format!("={a}=4"))),         // an intent without watermark
+            carried(5, Some(3), None),                         // no guards at all
+            carried(6, Some(20), Some(format!("{a}=1,{b}=1"))), // its own not covered
+            snap(7, 0, json!({})),
+        ];
+        let t = table(
+            snapshots,
+            json!({
+                wm.clone(): "10:AAAAAAAAAAAAAAAA",
+                a.clone(): "5:AAAAAAAAAAAAAAAA",
+                b.clone(): "8:AAAAAAAAAAAAAAAA",
+            }),
+            json!({}),
+        );
+        assert_eq!(expirable(&t, &policy(2, 1), NOW), vec![1, 3]);
     }
 
     #[test]

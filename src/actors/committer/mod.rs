@@ -125,7 +125,11 @@ impl Actor for Committer {
                 table: name.clone(),
             },
             table: HeldTable::new(name.clone()),
-            commit: BatchCommit::new(name.clone(), args.ctx.config.commit.min_interval),
+            commit: BatchCommit::new(
+                name.clone(),
+                args.ctx.config.commit.min_interval,
+                args.ctx.config.commit.intents,
+            ),
             args,
             name,
             pending: PendingQueue::default(),
@@ -283,10 +287,22 @@ impl CommitterState {
             self.table.renew_if_due(ctx.env()).await?;
             self.decide_pending().await?;
             self.request_footers(myself)?;
-            let batch = self.ready_batch(myself);
-            if batch.is_empty() {
-                return Ok(());
-            }
+            let batch = match self.ready_batch(myself) {
+                Ready::Commit(batch) => batch,
+                Ready::Publish(batch) => {
+                    // Waiting for this node's slot: the fleet may carry it sooner.
+                    self.commit
+                        .publish(ctx.env(), &mut self.table, &batch)
+                        .await;
+                    return Ok(());
+                }
+                Ready::Nothing => {
+                    if !self.idle_turn(myself) {
+                        return Ok(());
+                    }
+                    Vec::new()
+                }
+            };
             let pending = &self.pending;
             let local = |seq: u64, catalog: &str| pending.fingerprint_at(seq, catalog);
             let input = AttemptInput {
@@ -315,7 +331,11 @@ impl CommitterState {
     ) -> Result<()> {
         for segment in attempted.found {
             if self.pending.remove(&segment.seq).is_some() {
-                self.skipped(&segment);
+                if attempted.carried.contains(&segment.seq) {
+                    self.carried(&segment);
+                } else {
+                    self.skipped(&segment);
+                }
             }
         }
         match attempted.outcome {
@@ -326,7 +346,7 @@ impl CommitterState {
                 }
                 self.report_commit(&segments, started);
             }
-            Outcome::AlreadyRegistered => self.publish_backlog(),
+            Outcome::AlreadyRegistered | Outcome::Deferred => self.publish_backlog(),
             Outcome::RetryAfter(delay) => {
                 self.arm_retry(myself, delay);
                 self.publish_backlog();
@@ -344,7 +364,7 @@ impl CommitterState {
     /// commit started (or the gap the table's pace asks for). A batch being retried goes as soon
     /// as its pause is over, with whatever is ready then. Timer messages wake the committer.
     /// Nothing is cloned unless it commits.
-    fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Vec<ReadySegment> {
+    fn ready_batch(&mut self, myself: &ActorRef<CommitterMsg>) -> Ready {
         let ctx = Arc::clone(&self.args.ctx);
         let limits = BatchLimits {
             max_segments: ctx.max_segments(),
@@ -369,6 +389,9 @@ impl CommitterState {
             .values()
             .next()
             .map(|p| now.duration_since(p.arrived));
+        // A batch that waits only for the pace (this node's slot, in a fleet) would go now
+        // without it: it may be published for the fleet to carry (see `table::append::intents`).
+        let mut publish = false;
         let decision = match self.commit.retry_at() {
             Some(at) if at > now => {
                 self.arm_retry(myself, at - now);
@@ -378,18 +401,41 @@ impl CommitterState {
             Some(_) => BatchDecision::Wait,
             None => {
                 let (since_start, gap) = self.commit.spacing(now);
-                batch_decision(
+                let paced = batch_decision(
                     &prefix,
                     &limits,
                     oldest_waited,
                     ctx.linger(),
                     since_start,
                     gap,
-                )
+                );
+                publish = matches!(paced, BatchDecision::WaitFor(Timer::Pace, _))
+                    && batch_decision(
+                        &prefix,
+                        &limits,
+                        oldest_waited,
+                        ctx.linger(),
+                        None,
+                        Duration::ZERO,
+                    ) == BatchDecision::Commit;
+                paced
             }
         };
+        let ready = |pending: &PendingQueue| -> Vec<ReadySegment> {
+            pending
+                .by_seq
+                .values()
+                .take(prefix.segments)
+                .filter_map(|p| {
+                    Some(ReadySegment {
+                        segment: p.segment.clone(),
+                        footer: Arc::clone(p.footer.as_ref()?),
+                    })
+                })
+                .collect()
+        };
         match decision {
-            BatchDecision::Wait => Vec::new(),
+            BatchDecision::Wait => Ready::Nothing,
             BatchDecision::WaitFor(why, delay) => {
                 let armed = match why {
                     Timer::Linger => &mut self.timers.linger,
@@ -402,20 +448,33 @@ impl CommitterState {
                         Timer::Pace => CommitterMsg::PaceElapsed,
                     });
                 }
-                Vec::new()
+                if publish && self.commit.may_publish() {
+                    Ready::Publish(ready(&self.pending))
+                } else {
+                    Ready::Nothing
+                }
             }
-            BatchDecision::Commit => self
-                .pending
-                .by_seq
-                .values()
-                .take(prefix.segments)
-                .filter_map(|p| {
-                    Some(ReadySegment {
-                        segment: p.segment.clone(),
-                        footer: Arc::clone(p.footer.as_ref()?),
-                    })
-                })
-                .collect(),
+            BatchDecision::Commit => Ready::Commit(ready(&self.pending)),
+        }
+    }
+
+    /// Whether this committer, holding nothing ready of its own, takes its turn now to carry the
+    /// fleet's intents (see `BatchCommit::carries_when_idle`); if its turn is still to come, the
+    /// pace timer wakes it then.
+    fn idle_turn(&mut self, myself: &ActorRef<CommitterMsg>) -> bool {
+        if self.pending.len() > 0 || !self.commit.carries_when_idle() {
+            return false;
+        }
+        let (since_start, gap) = self.commit.spacing(Instant::now());
+        match since_start {
+            Some(since) if since < gap => {
+                if !self.timers.pace {
+                    self.timers.pace = true;
+                    myself.send_after(gap - since, || CommitterMsg::PaceElapsed);
+                }
+                false
+            }
+            _ => true,
         }
     }
 
@@ -434,6 +493,15 @@ impl CommitterState {
             myself.send_after(delay, || CommitterMsg::RetryElapsed);
         }
     }
+}
+
+/// What [`CommitterState::ready_batch`] found.
+enum Ready {
+    /// Commit this batch now.
+    Commit(Vec<ReadySegment>),
+    /// This batch waits for the node's slot: publish it for the fleet.
+    Publish(Vec<ReadySegment>),
+    Nothing,
 }
 
 /// The committer's schema merger, as the append transaction calls it.

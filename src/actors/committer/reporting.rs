@@ -22,6 +22,26 @@ impl CommitterState {
         });
     }
 
+    /// Segments of ours that another node of the fleet committed (it carried our intents):
+    /// registered, by the fleet, and the table is not stalled.
+    pub(super) fn carried(&mut self, segment: &UploadedSegment) {
+        tracing::debug!(table = %self.name, key = %segment.object_key, "carried by another node");
+        self.table.forget_seq(segment.seq);
+        self.resolve_registered(segment);
+        // No registration lag: this node learns of the commit only at its next turn, so the
+        // lag would be that of its turns; `thadam_iceberg_intent_age_seconds` on the carrier
+        // shows how long intents waited.
+        let name = self.name.to_string();
+        let seq = segment.seq;
+        let backlog = self.pending.len() as u64;
+        self.ctx().status.update(&name, |s| {
+            s.carried += 1;
+            s.waiting_since_ms = None;
+            s.backlog = backlog;
+            s.last_seq = Some(s.last_seq.map_or(seq, |l| l.max(seq)));
+        });
+    }
+
     /// The segments waiting, in the status board and the gauges: at every change of the queue,
     /// and while a commit is being retried (each attempt hands the committer back its mailbox).
     pub(super) fn publish_backlog(&self) {

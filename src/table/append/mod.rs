@@ -15,6 +15,7 @@
 
 pub(crate) mod attempts;
 pub(crate) mod hooks;
+pub(crate) mod intents;
 pub(crate) mod manifest_list;
 pub mod merge;
 mod pacing;

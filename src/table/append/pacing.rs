@@ -86,12 +86,15 @@ pub(super) struct Pacer {
 }
 
 impl Pacer {
-    pub(super) fn new(table: String, floor: Duration) -> Self {
+    /// `carrying`: the fleet carries intents (`commit.intents`), so only a few lanes take
+    /// turns (see [`Turn`]).
+    pub(super) fn new(table: String, floor: Duration, carrying: bool) -> Self {
+        let fleet = Fleet::default();
         Pacer {
             table,
             floor,
             pace: Pace::default(),
-            fleet: Fleet::default(),
+            fleet: if carrying { fleet.carrying() } else { fleet },
             round_trip_ms: None,
             slot_ms: 0,
             lanes_read_to: None,
@@ -125,6 +128,40 @@ impl Pacer {
     /// The adaptive interval now (the conflict pause is bounded by a few of them).
     pub(super) fn interval(&self) -> Duration {
         self.pace.interval()
+    }
+
+    /// Whether registrars take turns on this table now (two or more lanes present): a node
+    /// then publishes what waits for its slot (see `intents`).
+    pub(super) fn slotted(&self) -> bool {
+        self.fleet.turn(chrono::Utc::now().timestamp_millis()) != Turn::Alone
+    }
+
+    /// Whether this node takes turns committing (rather than only publishing, see [`Turn`]).
+    pub(super) fn commits_in_turn(&self) -> bool {
+        matches!(
+            self.fleet.turn(chrono::Utc::now().timestamp_millis()),
+            Turn::Slot { .. }
+        )
+    }
+
+    /// While this node does not take turns (the committers carry it): how long it leaves
+    /// between its own attempts.
+    pub(super) fn fallback_ms(&self) -> Option<u64> {
+        match self.fleet.turn(chrono::Utc::now().timestamp_millis()) {
+            Turn::Carried { fallback } => Some(fallback),
+            Turn::Alone | Turn::Slot { .. } => None,
+        }
+    }
+
+    /// An attempt ended without a commit, leaving its segments to the committers: the next
+    /// waits for the fallback (or this node's slot, should it take turns by then).
+    pub(super) fn deferred(&mut self) {
+        self.gap = self.next_gap();
+    }
+
+    /// This registrar's lane on the table.
+    pub(super) fn lane(&self) -> &str {
+        self.fleet.own()
     }
 
     /// The summary keys of this registrar's snapshots: its lane and the slot it needs.
@@ -176,6 +213,9 @@ impl Pacer {
         first_attempt: bool,
     ) {
         let smoothed = match self.round_trip_ms {
+            // A shorter round trip counts more than a longer one: the slots a fleet's first,
+            // contended commits raised come down within a few commits once the turns hold.
+            Some(smoothed) if round_trip_ms < smoothed => smoothed * 0.5 + round_trip_ms * 0.5,
             Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
             None => round_trip_ms,
         };
@@ -193,7 +233,8 @@ impl Pacer {
     /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
     fn read_lanes(&mut self, metadata: &TableMetadata) {
         let newest = metadata.current_snapshot_id();
-        let horizon = chrono::Utc::now().timestamp_millis() - LANE_MEMORY_MS;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let horizon = now_ms - self.fleet.memory_ms(now_ms);
         let mut at = metadata.current_snapshot();
         for _ in 0..LANES_LOOKBACK {
             let Some(snapshot) = at else {
@@ -239,12 +280,16 @@ impl Pacer {
             .last_start
             .map_or(Duration::ZERO, |s| now.duration_since(s));
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let gap = match self.fleet.next_start(now_ms) {
-            Some((start, slot)) => {
+        let gap = match self.fleet.turn(now_ms) {
+            Turn::Slot { start, slot } => {
                 tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
             }
-            None => self.pace.gap(Duration::ZERO, rand::random()),
+            Turn::Carried { fallback } => {
+                tracing::debug!(table = %self.table, fallback, lane = self.fleet.own(), "the committers carry this lane");
+                Duration::from_millis(fallback)
+            }
+            Turn::Alone => self.pace.gap(Duration::ZERO, rand::random()),
         };
         let courtesy = self
             .other_kind_seen_ms
@@ -346,10 +391,18 @@ pub(crate) const LANE: &str = "thadam.lane";
 /// [`desired_slot`]), in ms: the fleet's slot is the largest of them.
 pub(crate) const SLOT_MS: &str = "thadam.slot-ms";
 
-/// How long a lane counts as present after its last snapshot.
+/// How long a lane counts as present after its last snapshot, at the least (see
+/// [`Fleet::memory_ms`]).
 pub(super) const LANE_MEMORY_MS: i64 = 60_000;
+/// ... and in cycles of the fleet: a node commits once per cycle, and a 409 or a late batch
+/// pushes its next commit a cycle further.
+pub(super) const LANE_MEMORY_CYCLES: i64 = 3;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
+/// How many lanes take turns in a fleet that carries intents (see [`Fleet::turn`]).
+pub(super) const COMMITTERS: usize = 8;
+/// The least time between a non-committing lane's own attempts.
+pub(super) const MIN_FALLBACK_MS: u64 = 5_000;
 /// Slot lengths are multiples of this.
 pub(super) const SLOT_UNIT_MS: u64 = 50;
 pub(super) const MIN_SLOT_MS: u64 = 100;
@@ -373,6 +426,23 @@ pub(super) struct Fleet {
     /// Lanes that wrote for the same segment log as this one: this registrar before a restart
     /// (or a warm-up run, or an active-active twin), not another node to take turns with.
     same_log: std::collections::BTreeSet<String>,
+    /// How many lanes take turns committing: all of them, or (a fleet that carries intents)
+    /// the [`COMMITTERS`] lowest, the others publishing only (see [`Turn`]).
+    committers: usize,
+}
+
+/// What a lane does in a fleet that takes turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// No other registrar commits to the table.
+    Alone,
+    /// This lane commits in its slots: the next starts at `start` (ms since the epoch), each
+    /// `slot` ms long.
+    Slot { start: i64, slot: u64 },
+    /// This lane does not take turns: it publishes what it has and the committers carry it;
+    /// it attempts a commit itself only every `fallback` ms (to learn what was carried, and to
+    /// commit what was not).
+    Carried { fallback: u64 },
 }
 
 impl Default for Fleet {
@@ -388,7 +458,15 @@ impl Fleet {
             own,
             lanes: std::collections::BTreeMap::new(),
             same_log: std::collections::BTreeSet::new(),
+            committers: usize::MAX,
         }
+    }
+
+    /// A fleet whose nodes carry each other's intents: only the [`COMMITTERS`] lowest lanes
+    /// take turns.
+    pub(super) fn carrying(mut self) -> Self {
+        self.committers = COMMITTERS;
+        self
     }
 
     /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
@@ -426,13 +504,44 @@ impl Fleet {
         self.lanes.insert(lane.to_string(), (at_ms, slot_ms));
     }
 
-    /// The lanes present at `now_ms` (seen within [`LANE_MEMORY_MS`]), our own always among them.
+    /// How long a lane counts as present after its last snapshot: [`LANE_MEMORY_CYCLES`] cycles
+    /// of the lanes present over that memory, and never less than [`LANE_MEMORY_MS`]. A fixed
+    /// memory shorter than a few cycles forgets nodes that are still there but commit once a
+    /// cycle (32 nodes × 1,350 ms slots made 43 s cycles against a 60 s memory): the nodes then
+    /// rank different sets of lanes, their slots overlap, and the 409s push more commits past
+    /// the memory, until the turns break down. Bounded (by [`MAX_LANES`] and [`MAX_SLOT_MS`]),
+    /// and a node that is gone stops counting after that many cycles.
+    pub(super) fn memory_ms(&self, now_ms: i64) -> i64 {
+        let mut memory = LANE_MEMORY_MS;
+        // Each round can only widen the memory (more lanes, a longer cycle); the lanes are
+        // finite, so this settles, in practice after one or two rounds.
+        for _ in 0..8 {
+            let present = self.present_within(now_ms, memory);
+            let cycle = i64::try_from(fleet_slot(&present))
+                .unwrap_or(i64::MAX)
+                .saturating_mul(i64::try_from(present.len()).unwrap_or(i64::MAX));
+            let wanted = cycle.saturating_mul(LANE_MEMORY_CYCLES).max(LANE_MEMORY_MS);
+            if wanted <= memory {
+                break;
+            }
+            memory = wanted;
+        }
+        memory
+    }
+
+    /// The lanes present at `now_ms` (seen within [`Fleet::memory_ms`]), our own always among
+    /// them.
     fn present(&self, now_ms: i64) -> Vec<(&str, u64)> {
+        self.present_within(now_ms, self.memory_ms(now_ms))
+    }
+
+    /// The lanes seen within `memory_ms` of `now_ms`, our own always among them, sorted.
+    fn present_within(&self, now_ms: i64, memory_ms: i64) -> Vec<(&str, u64)> {
         let mut present: Vec<(&str, u64)> = self
             .lanes
             .iter()
             .filter(|(lane, (at, _))| {
-                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= LANE_MEMORY_MS
+                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= memory_ms
             })
             .map(|(lane, (_, rt))| (lane.as_str(), *rt))
             .collect();
@@ -443,13 +552,15 @@ impl Fleet {
         present
     }
 
-    /// The length of a cycle (every lane's slot once), in ms; `None` while not slotted.
+    /// The length of a cycle (every committing lane's slot once), in ms; `None` while not
+    /// slotted.
     pub(super) fn cycle_ms(&self, now_ms: i64) -> Option<u64> {
         let present = self.present(now_ms);
         if !self.others_present(&present) {
             return None;
         }
-        Some(fleet_slot(&present).saturating_mul(present.len() as u64))
+        let lanes = present.len().min(self.committers) as u64;
+        Some(fleet_slot(&present).saturating_mul(lanes))
     }
 
     /// Whether a lane of another node is present: lanes of this registrar's own log (its run
@@ -464,19 +575,44 @@ impl Fleet {
     /// the slot length; `None` while no other registrar commits to the table. Lanes of this
     /// registrar's own log keep their ranks (the other nodes still count them, for a minute, and
     /// every node must rank the same lanes), and their slots are this registrar's too.
+    #[cfg(test)]
     pub(super) fn next_start(&self, now_ms: i64) -> Option<(i64, u64)> {
+        match self.turn(now_ms) {
+            Turn::Slot { start, slot } => Some((start, slot)),
+            Turn::Alone | Turn::Carried { .. } => None,
+        }
+    }
+
+    /// What this lane does now (see [`Turn`]). Only the lowest lanes (by id) take turns when
+    /// the fleet carries intents: every node then agrees on who commits from a few lanes
+    /// rather than from all of them (a node's view of the lanes is as fresh as its last load,
+    /// and with 64 nodes taking turns their views disagreed for cycles on end, 409 upon 409).
+    /// A lane that stops committing drops out of the others' memory, so the committers stay
+    /// the lowest lanes of those that commit; one that commits as a fallback joins them.
+    pub(super) fn turn(&self, now_ms: i64) -> Turn {
         let present = self.present(now_ms);
         if !self.others_present(&present) {
-            return None;
+            return Turn::Alone;
         }
         let slot = fleet_slot(&present);
+        let lanes = present.len().min(self.committers);
         present
             .iter()
             .enumerate()
-            .filter(|(_, (lane, _))| *lane == self.own || self.same_log.contains(*lane))
-            .map(|(rank, _)| next_slot(now_ms, slot, present.len(), rank))
+            .filter(|(rank, (lane, _))| {
+                *rank < lanes && (*lane == self.own || self.same_log.contains(*lane))
+            })
+            .map(|(rank, _)| next_slot(now_ms, slot, lanes, rank))
             .min()
-            .map(|start| (start, slot))
+            .map_or(
+                Turn::Carried {
+                    // About the cycle all lanes would make: as many loads as taking turns.
+                    fallback: slot
+                        .saturating_mul(present.len() as u64)
+                        .max(MIN_FALLBACK_MS),
+                },
+                |start| Turn::Slot { start, slot },
+            )
     }
 }
 
@@ -493,16 +629,19 @@ fn fleet_slot(present: &[(&str, u64)]) -> u64 {
 /// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
 /// needs, given the slot it published last (`current`): one and a half round trips in
 /// [`SLOT_UNIT_MS`] steps, raised at once when the round trip needs more, lowered only when it
-/// needs half or less. The hysteresis keeps the published value, and so the fleet's grid, from
-/// flickering with every commit's round trip: nodes that read each other's values at different
-/// moments still agree.
+/// needs three quarters or less. The hysteresis keeps the published value, and so the fleet's
+/// grid, from flickering with every commit's round trip: nodes that read each other's values at
+/// different moments still agree. It is no wider: under contention the round trips of a fleet's
+/// first commits (a stampede of 409s) raise every slot several times over what a commit needs,
+/// and a slot that came down only at half kept 32 nodes' cycles at 30-40 s (p99 43 s) where
+/// 8-26 s was enough (p99 22 s; `benches/contention.sh --nodes 32`).
 pub(super) fn desired_slot(current: u64, round_trip_ms: f64) -> u64 {
     let need = (round_trip_ms.max(0.0) * 1.5).ceil() as u64;
     let rounded = need
         .div_ceil(SLOT_UNIT_MS)
         .saturating_mul(SLOT_UNIT_MS)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS);
-    if current == 0 || rounded > current || rounded.saturating_mul(2) <= current {
+    if current == 0 || rounded > current || rounded.saturating_mul(4) <= current.saturating_mul(3) {
         rounded
     } else {
         current
@@ -580,7 +719,7 @@ mod tests {
 
     #[test]
     fn a_pacer_widens_only_for_a_conflict_another_registrar_won_and_loads_first_after_others() {
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false);
         assert!(!p.loads_first());
         // A load that found pyiceberg's commits since snapshot 3: load first, no widening.
         p.loaded(&chain(5, &[1, 2, 3]), Some(3), true);
@@ -676,9 +815,11 @@ mod tests {
         // Raised at once...
         assert_eq!(desired_slot(150, 110.0), 200);
         // ... but not lowered for a round trip that is only a little shorter.
-        assert_eq!(desired_slot(200, 90.0), 200);
-        assert_eq!(desired_slot(200, 70.0), 200);
-        // Lowered when it needs half or less.
+        assert_eq!(desired_slot(200, 120.0), 200);
+        assert_eq!(desired_slot(400, 210.0), 400);
+        // Lowered when it needs three quarters or less.
+        assert_eq!(desired_slot(200, 90.0), 150);
+        assert_eq!(desired_slot(400, 180.0), 300);
         assert_eq!(desired_slot(400, 60.0), 100);
     }
 
@@ -734,6 +875,80 @@ mod tests {
         let later = now + LANE_MEMORY_MS + 5_000;
         a.observe("a", later, 100);
         assert_eq!(a.next_start(later), None);
+    }
+
+    #[test]
+    fn a_lane_is_remembered_for_three_cycles_of_a_large_fleet() {
+        let now = 10_000_000;
+        // A small fleet: a minute, whatever the cycle.
+        let mut small = Fleet::new("own".into());
+        small.observe("own", now, 200);
+        small.observe("x", now - 1_000, 200);
+        assert_eq!(small.memory_ms(now), LANE_MEMORY_MS);
+        // 32 lanes with 1,350 ms slots: a 43.2 s cycle, so three of them. A node whose last
+        // commit was 70 s ago (a 409 pushed it to the next cycle) is still counted, and every
+        // node ranks the same 32 lanes.
+        let mut big = Fleet::new("n00".into());
+        for i in 0..31_i64 {
+            big.observe(&format!("n{i:02}"), now - i * 1_350, 1_350);
+        }
+        big.observe("n31", now - 70_000, 1_350);
+        assert_eq!(big.memory_ms(now), 3 * 32 * 1_350);
+        assert_eq!(big.present(now).len(), 32);
+        assert_eq!(big.cycle_ms(now), Some(32 * 1_350));
+        // The memory widens with what it finds: lanes beyond a minute count when the lanes
+        // within it already make a long cycle.
+        let mut chain = Fleet::new("c00".into());
+        for i in 0..64_i64 {
+            chain.observe(&format!("c{i:02}"), now - i * 1_500, 1_500);
+        }
+        assert_eq!(chain.present(now).len(), 64);
+        // A node gone for more than three cycles no longer counts.
+        let later = now + 3 * 32 * 1_350 + 1;
+        big.observe("n00", later, 1_350);
+        assert_eq!(big.present(later).len(), 1);
+        assert_eq!(big.next_start(later), None);
+    }
+
+    #[test]
+    fn only_the_lowest_lanes_take_turns_when_the_fleet_carries() {
+        let now = 10_000_000;
+        let fleet = |own: &str| {
+            let mut f = Fleet::new(own.into()).carrying();
+            for i in 0..20 {
+                f.observe(&format!("l{i:02}"), now - 1_000, 200);
+            }
+            f
+        };
+        // 20 lanes: the 8 lowest take turns among themselves, a cycle of 8 slots.
+        for (i, own) in ["l00", "l03", "l07"].into_iter().enumerate() {
+            let f = fleet(own);
+            assert_eq!(f.cycle_ms(now), Some(8 * 200));
+            let rank = [0, 3, 7][i];
+            assert_eq!(
+                f.turn(now),
+                Turn::Slot {
+                    start: next_slot(now, 200, 8, rank),
+                    slot: 200
+                }
+            );
+        }
+        // The others publish only, and attempt themselves about once per 20-lane cycle.
+        for own in ["l08", "l19"] {
+            assert_eq!(fleet(own).turn(now), Turn::Carried { fallback: 5_000 });
+        }
+        let mut slow = fleet("l12");
+        slow.observe("l01", now, 500);
+        assert_eq!(slow.turn(now), Turn::Carried { fallback: 20 * 500 });
+        // Without intents, every lane takes turns.
+        let mut all = Fleet::new("l19".into());
+        for i in 0..20 {
+            all.observe(&format!("l{i:02}"), now - 1_000, 200);
+        }
+        assert_eq!(all.cycle_ms(now), Some(20 * 200));
+        assert!(matches!(all.turn(now), Turn::Slot { .. }));
+        // Alone, a carrying fleet of one is alone.
+        assert_eq!(Fleet::new("x".into()).carrying().turn(now), Turn::Alone);
     }
 
     #[test]

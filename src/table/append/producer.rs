@@ -24,6 +24,7 @@ use iceberg::table::Table;
 use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
 
 use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
+use super::intents::Carried;
 use super::manifest_list::{MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
 use super::{ReadySegment, data_file};
@@ -32,6 +33,12 @@ use crate::runtime::warn_once;
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
 };
+
+/// The summary key of a snapshot that carried other nodes' intents: their count.
+pub(crate) const CARRIED_INTENTS: &str = "thadam.carried-intents";
+/// ... and per intent the watermark that covers it, `property=seq` joined by `,` (snapshot
+/// retention expires such a snapshot only while each of them, and its own, covers it).
+pub(crate) const CARRIED_MARKS: &str = "thadam.carried-marks";
 
 /// The updates and requirements of one append commit.
 #[derive(Debug, Clone)]
@@ -53,6 +60,8 @@ pub struct PreparedAppend<'a> {
     properties: HashMap<String, String>,
     watermark: Option<(String, String)>,
     expire: Vec<i64>,
+    /// Other nodes' (and this node's published) manifests the snapshot carries.
+    carried: Carried,
 }
 
 /// Prepares the append of `batch` (already filtered against the committed set) in one
@@ -95,6 +104,7 @@ pub fn prepare_append<'a>(
         properties,
         watermark: watermark.cloned(),
         expire: expire.to_vec(),
+        carried: Carried::default(),
     })
 }
 
@@ -106,6 +116,41 @@ impl PreparedAppend<'_> {
         self
     }
 
+    /// Carries `carried` in the snapshot: its manifests in the list, its segment ids in the
+    /// summary (after the batch's own), its files in the totals, its watermarks set.
+    pub(crate) fn with_carried(mut self, carried: Carried) -> Self {
+        if carried.is_empty() {
+            return self;
+        }
+        let ids = self.properties.entry(SEGMENT_IDS.to_string()).or_default();
+        ids.push_str(&carried.encoded_ids);
+        let count = self.files.len() + carried.ids.len();
+        self.properties
+            .insert(SEGMENT_COUNT.to_string(), count.to_string());
+        let others = carried.others();
+        if others > 0 {
+            self.properties
+                .insert(CARRIED_INTENTS.to_string(), others.to_string());
+        }
+        if !carried.guards.is_empty() {
+            self.properties
+                .insert(CARRIED_MARKS.to_string(), carried.guards.join(","));
+        }
+        // This node's segments carried as its own intents lie below its new files' (catalog
+        // order): the snapshot's catalog seq covers both.
+        if let Some(own) = carried.own_max_seq {
+            let seq = self
+                .properties
+                .get(CATALOG_SEQ)
+                .and_then(|v| v.parse::<u64>().ok())
+                .map_or(own, |s| s.max(own));
+            self.properties
+                .insert(CATALOG_SEQ.to_string(), seq.to_string());
+        }
+        self.carried = carried;
+        self
+    }
+
     /// Writes what the commit needs and `attempts` does not hold yet (the manifest of the new
     /// files, the merges of the batch's first attempt, always a manifest list), and returns the
     /// commit: the watermark property, the snapshot and the `main` ref, then the expired
@@ -114,19 +159,27 @@ impl PreparedAppend<'_> {
     pub async fn build(self, attempts: &mut AppendAttempts) -> iceberg::Result<AppendCommit> {
         let table = self.table;
         let metadata = table.metadata();
-        if self.files.is_empty() {
+        if self.files.is_empty() && self.carried.is_empty() {
             return Err(IcebergError::new(
                 ErrorKind::PreconditionFailed,
                 "an append needs at least one data file",
             ));
         }
         validate_files(metadata, &self.files)?;
-        let summary = summary(metadata, &self.files, self.properties)?;
+        let summary = summary(metadata, &self.files, &self.carried, self.properties)?;
         let AttemptManifests {
             snapshot_id,
-            manifests,
+            mut manifests,
             mut files,
         } = attempt_manifests(table, &self.files, attempts).await?;
+        // Carried manifests first (the newest), as Java lists a snapshot's new manifests.
+        let carried: Vec<ManifestFile> = self
+            .carried
+            .manifests
+            .iter()
+            .map(|m| Carried::list_entry(m, snapshot_id))
+            .collect();
+        manifests.splice(0..0, carried);
 
         let root = metadata_root(metadata);
         let list_path = attempts.manifest_list_path(&root, snapshot_id);
@@ -171,10 +224,12 @@ impl PreparedAppend<'_> {
         };
 
         let mut updates = Vec::new();
+        let mut marks: HashMap<String, String> = self.carried.marks.into_iter().collect();
         if let Some((property, value)) = self.watermark {
-            updates.push(TableUpdate::SetProperties {
-                updates: HashMap::from([(property, value)]),
-            });
+            marks.insert(property, value);
+        }
+        if !marks.is_empty() {
+            updates.push(TableUpdate::SetProperties { updates: marks });
         }
         updates.push(TableUpdate::AddSnapshot { snapshot });
         updates.push(TableUpdate::SetSnapshotRef {
@@ -254,14 +309,22 @@ async fn attempt_manifests(
         spec_id: metadata.default_partition_spec_id(),
     };
     let new_manifest = match &attempts.new_manifest {
-        Some((k, m)) if *k == key => m.clone(),
+        // A commit that only carries intents writes no manifest of its own, and merges nothing
+        // (the merge plan keeps the batch's own manifest first): the next batch of its own does.
+        _ if added.is_empty() => {
+            if let Some((_, old)) = attempts.new_manifest.take() {
+                attempts.retire(&old.manifest_path);
+            }
+            None
+        }
+        Some((k, m)) if *k == key => Some(m.clone()),
         _ => {
             if let Some((_, old)) = attempts.new_manifest.take() {
                 attempts.retire(&old.manifest_path);
             }
             // The new manifest is written first, as Java does: its length is its packing weight.
             let path = attempts.manifest_path(&root);
-            let mut writer = manifest_writer(table, &path, snapshot_id, None)?;
+            let mut writer = manifest_writer(table, &path, Some(snapshot_id), None)?;
             for file in added.iter().cloned() {
                 // A negative sequence number leaves it to be inherited from the manifest list.
                 writer.add_file(file, -1)?;
@@ -269,8 +332,26 @@ async fn attempt_manifests(
             attempts.wrote(&path);
             let m = writer.write_manifest_file().await?;
             attempts.new_manifest = Some((key, m.clone()));
-            m
+            Some(m)
         }
+    };
+    let Some(new_manifest) = new_manifest else {
+        let manifests = match metadata.current_snapshot() {
+            Some(snapshot) => table
+                .manifest_list_reader(snapshot)
+                .load()
+                .await?
+                .consume_entries()
+                .into_iter()
+                .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
+                .collect(),
+            None => Vec::new(),
+        };
+        return Ok(AttemptManifests {
+            snapshot_id,
+            manifests,
+            files: Vec::new(),
+        });
     };
     let mut files = vec![new_manifest.manifest_path.clone()];
 
@@ -293,6 +374,10 @@ async fn attempt_manifests(
     // Cached merges whose inputs are all still listed stand in for them; the others are stale
     // (another writer rewrote an input: a compaction, a delete).
     let listed: HashSet<&str> = data.iter().map(|m| m.manifest_path.as_str()).collect();
+    // Asked before the cache is taken apart: a batch whose write-ahead merged already reuses
+    // that merge and plans no other (a second plan could merge the first merge away, leaving
+    // it written, sent and referenced by nothing: an orphan).
+    let may_merge = attempts.may_merge();
     let mut valid: Vec<CachedMerge> = Vec::new();
     for merge in std::mem::take(&mut attempts.merges) {
         if merge.schema_id == schema_id && merge.inputs.iter().all(|p| listed.contains(p.as_str()))
@@ -320,7 +405,6 @@ async fn attempt_manifests(
         }
     }
     files.extend(valid.iter().map(|v| v.manifest.manifest_path.clone()));
-    let may_merge = attempts.may_merge();
     attempts.merges = valid;
 
     let mut manifests = Vec::with_capacity(candidates.len() + deletes.len());
@@ -411,14 +495,14 @@ fn validate_files(metadata: &TableMetadata, files: &[DataFile]) -> iceberg::Resu
 fn manifest_writer(
     table: &Table,
     path: &str,
-    snapshot_id: i64,
+    snapshot_id: Option<i64>,
     spec: Option<&PartitionSpecRef>,
 ) -> iceberg::Result<ManifestWriter> {
     let metadata = table.metadata();
     let spec = spec.unwrap_or_else(|| metadata.default_partition_spec());
     let builder = ManifestWriterBuilder::new(
         table.file_io().new_output(path)?,
-        Some(snapshot_id),
+        snapshot_id,
         metadata.current_schema().clone(),
         spec.as_ref().clone(),
     );
@@ -427,6 +511,33 @@ fn manifest_writer(
         FormatVersion::V2 => builder.build_v2_data(),
         FormatVersion::V3 => builder.build_v3_data(),
     })
+}
+
+/// Writes the manifest of an intent (see `super::intents`): the data files of `batch` as ADDED
+/// entries without a snapshot id or sequence numbers, so that they inherit those of whichever
+/// snapshot commits the manifest (format v2 and later), in the table's metadata directory.
+pub(crate) async fn write_inherited_manifest(
+    table: &Table,
+    bucket: &str,
+    batch: &[ReadySegment],
+) -> iceberg::Result<ManifestFile> {
+    let files = batch
+        .iter()
+        .map(|r| data_file(table, bucket, r))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| IcebergError::new(ErrorKind::DataInvalid, e.to_string()))?;
+    let metadata = table.metadata();
+    validate_files(metadata, &files)?;
+    let path = format!(
+        "{}/{}-m0.avro",
+        metadata_root(metadata),
+        uuid::Uuid::new_v4()
+    );
+    let mut writer = manifest_writer(table, &path, None, None)?;
+    for file in files {
+        writer.add_file(file, -1)?;
+    }
+    writer.write_manifest_file().await
 }
 
 /// Whether this client can rewrite manifest `m` into a merged one: its spec is known and binds
@@ -457,7 +568,7 @@ async fn merge_bin(
             format!("a manifest names partition spec {spec_id}, which the table does not have"),
         )
     })?;
-    let mut writer = manifest_writer(table, path, snapshot_id, Some(spec))?;
+    let mut writer = manifest_writer(table, path, Some(snapshot_id), Some(spec))?;
     // Inputs are read MERGE_READS at a time, in order (a bin of many small manifests, another
     // writer's one per commit, would otherwise cost one round trip each, back to back); their
     // entries inherit the snapshot id and sequence numbers the manifest list gave them.
@@ -540,6 +651,7 @@ fn merge_policy(table: &Table) -> MergePolicy {
 fn summary(
     metadata: &TableMetadata,
     files: &[DataFile],
+    carried: &Carried,
     properties: HashMap<String, String>,
 ) -> iceberg::Result<Summary> {
     let mut collector = SnapshotSummaryCollector::default();
@@ -560,6 +672,33 @@ fn summary(
     // do: a colliding key cannot corrupt the metrics).
     let mut additional = properties;
     additional.extend(collector.build());
+    // The carried manifests' files, which this node did not read: counts, rows and bytes.
+    for (key, n) in [
+        (
+            "added-data-files",
+            carried
+                .manifests
+                .iter()
+                .map(|m| u64::from(m.files))
+                .sum::<u64>(),
+        ),
+        (
+            "added-records",
+            carried.manifests.iter().map(|m| m.rows).sum(),
+        ),
+        (
+            "added-files-size",
+            carried.manifests.iter().map(|m| m.bytes).sum(),
+        ),
+    ] {
+        if n > 0 {
+            let before = additional
+                .get(key)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            additional.insert(key.to_string(), (before + n).to_string());
+        }
+    }
     let previous = metadata.current_snapshot().map(|s| s.summary());
     update_totals(&mut additional, previous);
     Ok(Summary {

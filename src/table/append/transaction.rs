@@ -8,23 +8,30 @@
 //!    attempt), then load the table: the merge stays outside the window between the load and
 //!    the commit. A lone registrar builds on its own last commit's answer.
 //! 2. **Filter** the batch against the table as it is now (the committed set), so that a segment
-//!    another writer or an earlier attempt registered is never appended again.
+//!    another writer or an earlier attempt registered is never appended again. In a fleet that
+//!    carries intents (`super::intents`), this node's published segments found in the table
+//!    were carried by another node; a node that does not take turns leaves what it published
+//!    lately to the committers (**deferred**), and an idle committer's turn goes on only if
+//!    there are intents to carry (they were listed and read before the load).
 //! 3. **Schema**: make the table ready for the files (its creation, and schema changes, which are
 //!    commits of their own, sent and classified here like the append); a file no table can take
 //!    is a bad segment.
-//! 4. **Build** the append, reusing what earlier attempts of the batch wrote.
+//! 4. **Build** the append, reusing what earlier attempts of the batch wrote, with the fleet's
+//!    intents it carries (chosen on the loaded table by `intents::select`).
 //! 5. **Send** it, and **classify** the answer once, here ([`retry::classify`]).
 //! 6. **Landed**: take the answer, pace the next batch, delete what the batch wrote and the table
 //!    does not reference. **Failed**: the retention probe, then [`retry::after_failure`] says
 //!    what next: stop, or the pause before the next attempt, which the committer schedules as a
-//!    message to itself (so that footers and segments that arrive meanwhile join it). A refused
-//!    attempt's files are deleted at once, an unknown outcome's never.
+//!    message to itself (so that footers and segments that arrive meanwhile join it); a
+//!    committer of a carrying fleet whose append conflicted waits for its next turn instead. A
+//!    refused attempt's files are deleted at once, an unknown outcome's never.
 //!
 //! What lives across the attempts of a batch is here too: its retry (failures in a row, when it
 //! may go), the commit to resend, what its attempts wrote ([`AppendAttempts`]), whether the
 //! catalog takes snapshot removals ([`RetentionProbe`]), and the table's [`Pacer`]. The table
 //! itself and its committed set are the committer's [`HeldTable`], lent to each attempt.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +40,7 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
 
 use super::attempts::AppendAttempts;
+use super::intents::{Carried, Intents, MarkRaise};
 use super::pacing::Pacer;
 use super::producer::{AppendCommit, prepare_append};
 use super::retry::{
@@ -46,7 +54,7 @@ use crate::protocol::messages::SchemaReconciled;
 use crate::protocol::segment::UploadedSegment;
 use crate::runtime::backoff::delay_for;
 use crate::runtime::retry::{Op, SLOW_WARNING_AFTER, count_retry, note_retry};
-use crate::table::committed::Decision;
+use crate::table::committed::{Decision, SegmentId};
 use crate::table::env::Env;
 use crate::table::held::{HeldTable, LocalRecords};
 use crate::table::quarantine::is_about_the_file;
@@ -80,6 +88,8 @@ pub(crate) struct Attempted {
     /// Segments of the batch the table turned out to hold already (another writer, an earlier
     /// attempt whose answer was lost): they leave the queue as skipped.
     pub found: Vec<UploadedSegment>,
+    /// The seqs among `found` that another node of the fleet carried (this node's intents).
+    pub carried: HashSet<u64>,
     pub outcome: Outcome,
 }
 
@@ -93,6 +103,11 @@ pub(crate) enum Outcome {
     },
     /// Everything the batch held was in the table already.
     AlreadyRegistered,
+    /// The batch waits for this node's next turn: a node that does not take turns left its
+    /// published segments to the fleet's committers (they are young: the committers will carry
+    /// them) and attempts again after its fallback; a committer whose append conflicted commits
+    /// again in its next slot; an idle committer's turn found nothing to carry.
+    Deferred,
     /// The attempt failed and may be repeated after this pause (with whatever is ready then).
     RetryAfter(Duration),
     /// The segment at `seq` cannot be registered, for a reason about its file.
@@ -135,6 +150,8 @@ struct Sent {
     manifest_list: String,
     /// The generation of the vended credentials its manifests were written with.
     vended: Option<u64>,
+    /// The fleet's intents it carries.
+    carried: Carried,
     /// When the window between the load (or the build) and the answer opened.
     window_start: Instant,
     /// How many times it was sent again as it is.
@@ -166,13 +183,17 @@ pub(crate) struct BatchCommit {
     written: AppendAttempts,
     retention: RetentionProbe,
     pacer: Pacer,
+    /// The fleet's intents: this node's published ones, and what it read of the others'.
+    intents: Intents,
 }
 
 impl BatchCommit {
-    /// `min_interval`: `commit.min_interval`, the least gap between two batches' starts.
-    pub(crate) fn new(name: TableName, min_interval: Duration) -> Self {
+    /// `min_interval`: `commit.min_interval`, the least gap between two batches' starts;
+    /// `intents`: `commit.intents` (see `intents`).
+    pub(crate) fn new(name: TableName, min_interval: Duration, intents: bool) -> Self {
         BatchCommit {
-            pacer: Pacer::new(name.to_string(), min_interval),
+            pacer: Pacer::new(name.to_string(), min_interval, intents),
+            intents: Intents::new(name.to_string(), intents),
             name,
             retry: None,
             resend: None,
@@ -207,15 +228,46 @@ impl BatchCommit {
             self.pacer.batch_started(now);
         }
         let mut found = Vec::new();
+        let mut carried = HashSet::new();
+        // An idle committer's turn (see `carries_when_idle`): it loads and commits only when
+        // there is something to carry.
+        if input.batch.is_empty() && self.resend.is_none() && self.retry.is_none() {
+            if let Some(table) = held.table().cloned() {
+                self.intents
+                    .prefetch(env.store, &env.config.url, &table)
+                    .await;
+            }
+            if !self.intents.prefetched_any() {
+                self.pacer.deferred();
+                return Ok(Attempted {
+                    found,
+                    carried,
+                    outcome: Outcome::Deferred,
+                });
+            }
+        }
         // 0. The last append again, as it was.
         if let Some(sent) = self.resend.take() {
             let outcome = self.send(env, held, sent, started, input.waiting).await?;
-            return Ok(Attempted { found, outcome });
+            return Ok(Attempted {
+                found,
+                carried,
+                outcome,
+            });
         }
         // 1. A table others commit to: the version held is most likely stale.
         let mut window_start = now;
         if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
             self.write_ahead_of_load(env, held, input.batch).await;
+            if !input.batch.is_empty()
+                && self.intents.lists(self.pacer.slotted())
+                && let Some(table) = held.table()
+            {
+                let table = table.clone();
+                self.intents
+                    .prefetch(env.store, &env.config.url, &table)
+                    .await;
+            }
             let before = held.version().and_then(|(_, snapshot)| snapshot);
             window_start = Instant::now();
             held.load(env, true).await?;
@@ -233,12 +285,46 @@ impl BatchCommit {
             let todo = self
                 .still_missing(env, held, candidates, input.local, &mut found)
                 .await?;
-            if todo.is_empty() {
+            if self.intents.has_own() {
+                let holds = |id: &SegmentId| held.holds_id(id);
+                carried.extend(self.intents.carried_by_others(env.store, &holds).await);
+            }
+            // A node that does not take turns commits only what the committers left for longer
+            // than its fallback: what it published lately (or publishes now: a batch that
+            // conflicted, or that it held before it knew the fleet) is theirs to carry.
+            if !todo.is_empty() && self.intents.on() && self.pacer.fallback_ms().is_some() {
+                self.publish_run(env, held, &todo).await;
+            }
+            if !todo.is_empty()
+                && self.intents.on()
+                && let Some(fallback) = self.pacer.fallback_ms()
+                && self.intents.all_published_since(
+                    todo.iter().map(|r| r.segment.seq),
+                    env.now_ms()
+                        .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX)),
+                )
+            {
+                self.retry = None;
+                self.pacer.deferred();
+                self.batch_over(held, None).await;
+                return Ok(Attempted {
+                    found,
+                    carried,
+                    outcome: Outcome::Deferred,
+                });
+            }
+            // A slot owner with nothing of its own still carries the fleet's intents.
+            let carries_only = todo.is_empty()
+                && self.intents.on()
+                && self.pacer.commits_in_turn()
+                && held.table().is_some();
+            if todo.is_empty() && !carries_only {
                 // Registered already (an earlier attempt whose answer was lost, another writer).
                 self.retry = None;
                 self.batch_over(held, None).await;
                 return Ok(Attempted {
                     found,
+                    carried,
                     outcome: Outcome::AlreadyRegistered,
                 });
             }
@@ -250,11 +336,16 @@ impl BatchCommit {
                     let outcome = self
                         .give_up_or_retry(env, held, failure, Kind::Schema, started, input.waiting)
                         .await?;
-                    return Ok(Attempted { found, outcome });
+                    return Ok(Attempted {
+                        found,
+                        carried,
+                        outcome,
+                    });
                 }
                 Ready::BadSegment(seq, error) => {
                     return Ok(Attempted {
                         found,
+                        carried,
                         outcome: Outcome::BadSegment { seq, error },
                     });
                 }
@@ -278,7 +369,11 @@ impl BatchCommit {
                             seq: r.segment.seq,
                             error,
                         };
-                        return Ok(Attempted { found, outcome });
+                        return Ok(Attempted {
+                            found,
+                            carried,
+                            outcome,
+                        });
                     }
                 }
             }
@@ -291,6 +386,39 @@ impl BatchCommit {
             if let Some((property, _)) = &watermark {
                 self.pacer.own_watermark(property);
             }
+            // The fleet's intents this commit carries (see `intents`), and this node's own
+            // segments that go as new files rather than as its published manifests.
+            let fleet = if self.intents.lists(self.pacer.slotted()) {
+                let holds = |id: &SegmentId| held.holds_id(id);
+                self.intents
+                    .gather(
+                        env.store,
+                        &env.config.url,
+                        &table,
+                        &todo,
+                        &holds,
+                        watermark.as_ref().map(|(p, _)| p.as_str()),
+                        env.config.commit.max_segments,
+                        env.now_ms(),
+                    )
+                    .await
+            } else {
+                Carried::default()
+            };
+            if carries_only && fleet.is_empty() {
+                self.retry = None;
+                self.batch_over(held, None).await;
+                return Ok(Attempted {
+                    found,
+                    carried,
+                    outcome: Outcome::AlreadyRegistered,
+                });
+            }
+            let direct: Vec<ReadySegment> = todo
+                .iter()
+                .filter(|r| !fleet.own_seqs.contains(&r.segment.seq))
+                .cloned()
+                .collect();
             // Snapshot retention rides on the append (metadata only; see table::retention),
             // unless the catalog refused it (or this attempt tells whether it does).
             let expire = match env.config.snapshot_retention {
@@ -308,10 +436,11 @@ impl BatchCommit {
                 &table,
                 &env.config.url.bucket,
                 &env.writer_id(),
-                &todo,
+                &direct,
                 watermark.as_ref(),
                 &expire.snapshot_ids,
-            )?;
+            )?
+            .with_carried(fleet.clone());
             for (key, value) in self.pacer.summary() {
                 append = append.with_summary(key, value);
             }
@@ -353,7 +482,11 @@ impl BatchCommit {
                                 input.waiting,
                             )
                             .await?;
-                        return Ok(Attempted { found, outcome });
+                        return Ok(Attempted {
+                            found,
+                            carried,
+                            outcome,
+                        });
                     }
                 },
             };
@@ -370,11 +503,16 @@ impl BatchCommit {
                 files,
                 manifest_list,
                 vended,
+                carried: fleet,
                 window_start,
                 resends: 0,
             };
             let outcome = self.send(env, held, sent, started, input.waiting).await?;
-            return Ok(Attempted { found, outcome });
+            return Ok(Attempted {
+                found,
+                carried,
+                outcome,
+            });
         }
     }
 
@@ -403,7 +541,7 @@ impl BatchCommit {
         };
         // 6. What it means.
         let failure = match answer {
-            Ok(answer) => return Ok(self.landed(held, sent, answer, started).await),
+            Ok(answer) => return Ok(self.landed(env, held, sent, answer, started).await),
             Err(wire) => classify(wire),
         };
         let keyed = sent.request.idempotency_key().is_some();
@@ -448,6 +586,7 @@ impl BatchCommit {
     /// what the batch wrote and the table does not reference is deleted.
     async fn landed(
         &mut self,
+        env: Env<'_>,
         held: &mut HeldTable,
         sent: Sent,
         answer: Table,
@@ -471,6 +610,15 @@ impl BatchCommit {
             sent.watermark.as_ref(),
             &sent.expire.segment_ids,
         );
+        if !sent.carried.is_empty() {
+            held.record_carried(&sent.carried.ids);
+            if let Some(table) = held.table() {
+                let table = table.clone();
+                self.intents
+                    .landed(env.store, &table, &sent.carried, env.now_ms())
+                    .await;
+            }
+        }
         self.batch_over(held, Some(&sent.files)).await;
         Outcome::Landed {
             segments: sent.segments,
@@ -568,6 +716,83 @@ impl BatchCommit {
         Ok(Ready::Yes)
     }
 
+    /// Whether this committer, with nothing of its own to commit, still takes its turns to carry
+    /// the fleet's intents: a committer of a fleet that carries (the nodes that do not take
+    /// turns count on it, whatever its own pipeline is doing). When its turn comes it lists
+    /// the intents, and loads and commits only if there are some.
+    pub(crate) fn carries_when_idle(&self) -> bool {
+        self.retry.is_none()
+            && self.resend.is_none()
+            && self.intents.on()
+            && self.pacer.commits_in_turn()
+    }
+
+    /// Whether a batch waiting for this node's slot may be published now (see [`Self::publish`]).
+    pub(crate) fn may_publish(&self) -> bool {
+        self.retry.is_none()
+            && self.resend.is_none()
+            && self.intents.may_publish()
+            && self.pacer.slotted()
+    }
+
+    /// While the batch waits for this node's slot in a fleet that takes turns: publishes the
+    /// segments of `batch` not published yet as an intent, so that whoever commits next carries
+    /// them (see `intents`). Only a run that the table can take as it is (no creation or schema
+    /// change: those go first, in this node's slot) and that follows this node's earlier
+    /// intents, so that a log's intents form a chain. Best effort: whatever is not published
+    /// waits for the slot.
+    pub(crate) async fn publish(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        batch: &[ReadySegment],
+    ) {
+        if self.may_publish() {
+            self.publish_run(env, held, batch).await;
+        }
+    }
+
+    /// Publishes the run of `batch` that may be published now (see [`Self::publish`]).
+    async fn publish_run(&mut self, env: Env<'_>, held: &mut HeldTable, batch: &[ReadySegment]) {
+        if !self.intents.may_publish() || !self.pacer.slotted() {
+            return;
+        }
+        let Some(table) = held.table().cloned() else {
+            return;
+        };
+        let run: Vec<ReadySegment> = batch
+            .iter()
+            .filter(|r| !self.intents.is_published(r.segment.seq))
+            .filter(|r| held.judge(&r.segment) == Decision::Missing)
+            .take_while(|r| held.fits(&r.footer.arrow_schema))
+            .cloned()
+            .collect();
+        if run.is_empty() {
+            return;
+        }
+        let segments: Vec<&UploadedSegment> = run.iter().map(|r| &r.segment).collect();
+        let mark = held
+            .watermark_update(&segments)
+            .map(|(property, value)| MarkRaise {
+                property,
+                value,
+                after: self.intents.chain_top(),
+            });
+        let lane = self.pacer.lane().to_string();
+        self.intents
+            .publish(
+                env.store,
+                &env.config.url,
+                &table,
+                &run,
+                &lane,
+                &env.writer_id(),
+                mark,
+                env.now_ms(),
+            )
+            .await;
+    }
+
     /// After a failed attempt: stop on a fatal failure (giving up what the batch wrote), or
     /// note the failure and say when the next attempt may go.
     async fn give_up_or_retry(
@@ -582,6 +807,21 @@ impl BatchCommit {
         if kind == Kind::Append {
             metrics::counter!("thadam_iceberg_commits_total", "table" => self.name.to_string(), "outcome" => outcome_label(&failure))
                 .increment(1);
+        }
+        // A committer of a fleet that carries does not retry a conflicted append at once: that
+        // would be in the next committer's slot, and start a cascade. What it holds is published
+        // for the others to carry meanwhile, and it commits again in its own next turn.
+        if kind == Kind::Append
+            && let Failure::Conflict(why) = &failure
+            && self.intents.on()
+            && self.pacer.commits_in_turn()
+        {
+            self.pacer.conflicted();
+            self.pacer.deferred();
+            self.retry = None;
+            self.batch_over(held, None).await;
+            tracing::info!(table = %self.name, "append conflicted ({why}); committing again in this node's next turn, what it holds published for the fleet meanwhile");
+            return Ok(Outcome::Deferred);
         }
         let before = self.retry.as_ref().map(|r| r.counts).unwrap_or_default();
         let (next, counts) = after_failure(
@@ -692,7 +932,10 @@ impl BatchCommit {
         };
         let todo: Vec<ReadySegment> = batch
             .iter()
-            .filter(|r| held.judge(&r.segment) == Decision::Missing)
+            .filter(|r| {
+                held.judge(&r.segment) == Decision::Missing
+                    && !self.intents.is_published(r.segment.seq)
+            })
             .cloned()
             .collect();
         if todo.is_empty() {

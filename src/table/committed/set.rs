@@ -116,7 +116,7 @@ impl CommittedSet {
 
     /// Whether the key of `id` is known to be in the table from ids alone: a snapshot summary,
     /// the live data files when listed, or a key lately registered or found registered.
-    fn holds_id(&self, id: &SegmentId) -> bool {
+    pub(crate) fn holds_id(&self, id: &SegmentId) -> bool {
         self.ids.contains(id)
             || self.recent.contains(id)
             || self.live.as_ref().is_some_and(|l| l.contains(id))
@@ -260,6 +260,13 @@ impl CommittedSet {
         if let Some((key, value)) = written {
             self.verdicts
                 .insert((key.clone(), value.clone()), MarkState::Trusted);
+        }
+    }
+
+    /// Records the ids of other nodes' segments a commit of ours carried (fleet intents).
+    pub(crate) fn record_ids(&mut self, ids: &[SegmentId]) {
+        for id in ids {
+            self.ids.insert(*id);
         }
     }
 

@@ -1,0 +1,682 @@
+//! Fleet intents: in a fleet that takes turns on one table (see `pacing`), a node waiting for its
+//! slot does not hold its segments back for a whole cycle. It **publishes** them: it writes their
+//! manifest in the table's metadata (entries without a snapshot id or sequence numbers, so they
+//! inherit the snapshot that commits them, as Java's `appendManifest` does) and a small intent
+//! beside the fleet's segments, under `<url>/_thadam-intents/<table uuid>/`, naming the manifest,
+//! the segments' ids and the watermark its own commit would have raised. Whoever commits next
+//! (the owner of the next slot) **lists** the intents and carries them in its snapshot, with its
+//! own segments: every carried manifest in its manifest list, every id in `thadam.segment-ids`,
+//! each log's watermark raised as far as the intents' chain allows ([`select`]). So a segment
+//! waits about one slot, not one cycle of N slots, and the table still takes one commit per
+//! slot whatever N is.
+//!
+//! Exactly once stays anchored where it was: a segment is registered when a snapshot summary
+//! lists its id or a trusted watermark covers it, and a commit carries only intents none of
+//! whose segments the table (as the commit's base holds it) already has, so two nodes carrying
+//! the same intent at once collide like any two commits: one 409s, reloads and drops it.
+//!
+//! No node depends on another: a publisher still commits in its own slot, carrying its own
+//! pending intents (and everyone else's) itself. A node that is gone leaves intents the others
+//! carry; when it comes back (a new lane) it finds its segments registered and commits nothing
+//! twice. Intents are consumed by the commit that carries them (the carrier deletes them once it
+//! landed); one whose segments are all in the table is deleted by its owner, or by anyone after
+//! [`GRACE_MS`]; one that can never be carried (some of its segments went in another way) is
+//! deleted by its owner, with its manifest (which no commit references, nor can: every commit
+//! from then on filters those segments out), or by anyone after the grace period (its manifest
+//! is then left: the carrier cannot know the publisher's commit did not land with it).
+//!
+//! A lone registrar never publishes or lists; neither does a node of a fleet that does not take
+//! turns (a catalog that keeps only the current snapshot shows no lanes).
+
+mod record;
+mod select;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile, UNASSIGNED_SEQUENCE_NUMBER};
+use iceberg::table::Table;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+
+use record::{Expect, FORMAT, Intent, Skip};
+pub(crate) use record::{IntentRecord, ManifestRef, MarkRaise};
+use select::{Candidate, Context, Selection, mark_seq, select};
+
+use super::ReadySegment;
+use crate::table::committed::{SegmentId, encode_ids};
+
+/// The directory of a table's intents, under the fleet's `url` prefix.
+pub(crate) const DIR: &str = "_thadam-intents";
+/// How long after its publication an intent that is moot may be deleted by a node that did not
+/// publish it (its owner may still be in the middle of an attempt that names it).
+pub(crate) const GRACE_MS: i64 = 120_000;
+/// The most intents one listing reads (a page of S3's LIST).
+pub(crate) const LIST_LIMIT: usize = 1_000;
+/// The most intents of other nodes remembered (read once, they never change).
+const SEEN_LIMIT: usize = 4_096;
+/// How many intents are read at once.
+const READ_CONCURRENCY: usize = 8;
+/// How long a prefetched listing stands for the attempt's own.
+const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most intents of this node pending at once: past it, segments wait for the slot.
+const OWN_LIMIT: usize = 64;
+
+/// A listing read ahead of the load: the table UUID it was checked for, when, and the intents.
+type Prefetched = (String, std::time::Instant, Listed);
+/// Listed intents, by key.
+type Listed = Vec<(ObjectPath, Arc<Intent>)>;
+
+/// One of this node's published intents, not yet known to be in the table.
+#[derive(Debug, Clone)]
+struct Published {
+    key: ObjectPath,
+    intent: Arc<Intent>,
+    seqs: Vec<u64>,
+}
+
+/// What another node's intent was found to be.
+#[derive(Debug, Clone)]
+enum Seen {
+    Read(Arc<Intent>),
+    Skipped,
+}
+
+/// What one commit carries besides the committer's own new files.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Carried {
+    /// The manifests' list entries, less the snapshot id and sequence numbers.
+    pub manifests: Vec<ManifestRef>,
+    /// The ids of their segments, encoded as in `thadam.segment-ids`.
+    pub encoded_ids: String,
+    pub ids: Vec<SegmentId>,
+    /// Watermark properties raised for the publishers' logs.
+    pub marks: Vec<(String, String)>,
+    /// The seqs of this node's own segments carried as its intents (not as new files), and
+    /// the highest of them.
+    pub own_seqs: HashSet<u64>,
+    pub own_max_seq: Option<u64>,
+    /// Per intent of another node: `property=seq`, the watermark that covers its segments once
+    /// it reaches `seq` (an empty property: none ever does), for snapshot retention.
+    pub guards: Vec<String>,
+    /// The intents carried: key, whether ours, when published.
+    keys: Vec<(ObjectPath, bool, i64)>,
+    /// This node's intents given up in this attempt: their segments go as new files.
+    withdrawn: Vec<Published>,
+}
+
+impl Carried {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.manifests.is_empty()
+    }
+
+    /// How many intents of other nodes it carries.
+    pub(crate) fn others(&self) -> usize {
+        self.keys.iter().filter(|(_, own, _)| !own).count()
+    }
+
+    /// The manifest-list entry of a carried manifest in the snapshot `snapshot_id`.
+    pub(crate) fn list_entry(m: &ManifestRef, snapshot_id: i64) -> ManifestFile {
+        ManifestFile {
+            manifest_path: m.path.clone(),
+            manifest_length: m.length,
+            partition_spec_id: m.spec_id,
+            content: ManifestContentType::Data,
+            sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
+            min_sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
+            added_snapshot_id: snapshot_id,
+            added_files_count: Some(m.files),
+            existing_files_count: Some(0),
+            deleted_files_count: Some(0),
+            added_rows_count: Some(m.rows),
+            existing_rows_count: Some(0),
+            deleted_rows_count: Some(0),
+            partitions: m.partitions.clone(),
+            key_metadata: None,
+            first_row_id: None,
+        }
+    }
+}
+
+/// A table's intents, as one committer sees them (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Intents {
+    table: String,
+    own: Vec<Published>,
+    seen: HashMap<String, Seen>,
+    /// Publishing is off: `commit.intents: false`, or the store refused an intent (read-only
+    /// keys).
+    off: bool,
+    /// `commit.intents`.
+    on: bool,
+    /// Whether this committer has listed the intents once: its first commit does, lone or not,
+    /// so that a node that comes back carries what the fleet left (its former self's intents
+    /// among them) while it was away.
+    listed: bool,
+    /// Intents listed and read ahead of the load (see [`Intents::prefetch`]), with the table
+    /// UUID they were checked for.
+    prefetched: Option<Prefetched>,
+}
+
+impl Intents {
+    /// `on`: `commit.intents`; off, this node neither publishes nor carries.
+    pub(crate) fn new(table: String, on: bool) -> Self {
+        Intents {
+            table,
+            own: Vec::new(),
+            seen: HashMap::new(),
+            off: !on,
+            on,
+            listed: false,
+            prefetched: None,
+        }
+    }
+
+    /// Whether this node carries the fleet's intents (`commit.intents`).
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Whether the next commit lists the intents: in a fleet that takes turns, while this node
+    /// has its own pending, and once after it starts.
+    pub(crate) fn lists(&self, slotted: bool) -> bool {
+        self.has_own() || (self.on && (slotted || !self.listed))
+    }
+
+    /// Whether this node has intents not yet known to be in the table.
+    pub(crate) fn has_own(&self) -> bool {
+        !self.own.is_empty()
+    }
+
+    /// Whether segment `seq` is in one of this node's pending intents.
+    pub(crate) fn is_published(&self, seq: u64) -> bool {
+        self.own.iter().any(|p| p.seqs.contains(&seq))
+    }
+
+    /// Whether every one of `seqs` is in an intent of this node published at or after
+    /// `since_ms`.
+    pub(crate) fn all_published_since(
+        &self,
+        mut seqs: impl Iterator<Item = u64>,
+        since_ms: i64,
+    ) -> bool {
+        seqs.all(|seq| {
+            self.own
+                .iter()
+                .any(|p| p.intent.record.created_ms >= since_ms && p.seqs.contains(&seq))
+        })
+    }
+
+    /// Whether another intent may be published now.
+    pub(crate) fn may_publish(&self) -> bool {
+        !self.off && self.own.len() < OWN_LIMIT
+    }
+
+    /// What the next intent of a watermark property builds on: the top of this node's last
+    /// pending intent, if any (else every earlier segment is known to be in the table).
+    pub(crate) fn chain_top(&self) -> Option<u64> {
+        self.own.last().map(|p| p.intent.record.max_seq)
+    }
+
+    /// Publishes `batch` (segments the table lacks, fitting its schema, in catalog order): its
+    /// manifest in the table's metadata, then the intent. Best effort: a failure leaves the
+    /// segments to the next slot (and a refusal, 403, turns publishing off for the table).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn publish(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        table: &Table,
+        batch: &[ReadySegment],
+        lane: &str,
+        writer: &str,
+        mark: Option<MarkRaise>,
+        now_ms: i64,
+    ) {
+        let metadata = table.metadata();
+        if batch.is_empty() || metadata.format_version() == FormatVersion::V1 {
+            return;
+        }
+        let manifest = match super::producer::write_inherited_manifest(table, &url.bucket, batch)
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(table = %self.table, "could not write an intent's manifest ({e}); the segments wait for this node's slot");
+                return;
+            }
+        };
+        let record = IntentRecord {
+            format: FORMAT.to_string(),
+            table_uuid: metadata.uuid().to_string(),
+            url: url.uri(),
+            lane: lane.to_string(),
+            writer: writer.to_string(),
+            created_ms: now_ms,
+            manifest: ManifestRef {
+                path: manifest.manifest_path.clone(),
+                length: manifest.manifest_length,
+                spec_id: manifest.partition_spec_id,
+                schema_id: metadata.current_schema_id(),
+                files: manifest.added_files_count.unwrap_or(0),
+                rows: manifest.added_rows_count.unwrap_or(0),
+                bytes: batch.iter().map(|r| r.segment.file_size).sum(),
+                partitions: manifest.partitions.clone(),
+            },
+            segment_ids: encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
+            max_seq: batch.iter().map(|r| r.segment.seq).max().unwrap_or(0),
+            watermark: mark,
+        };
+        let ids = batch
+            .iter()
+            .map(|r| SegmentId::of(&r.segment.object_key))
+            .collect();
+        let name = format!(
+            "{lane}-{:020}-{}.json",
+            record.max_seq,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let key = intent_dir(url, &record.table_uuid).child(name);
+        match store.put(&key, record.to_bytes().into()).await {
+            Ok(_) => {
+                metrics::counter!("thadam_iceberg_intents_published_total", "table" => self.table.clone())
+                    .increment(1);
+                tracing::debug!(table = %self.table, key = %key, segments = batch.len(), "published an intent");
+                self.own.push(Published {
+                    key,
+                    intent: Arc::new(Intent { record, ids }),
+                    seqs: batch.iter().map(|r| r.segment.seq).collect(),
+                });
+            }
+            Err(e) => {
+                if matches!(
+                    e,
+                    object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                ) {
+                    self.off = true;
+                    tracing::warn!(table = %self.table, "the store refused to take an intent ({e}); this node no longer publishes intents for table {} and commits its segments in its own slots (give its keys write access under {DIR}/ of the url to let the fleet carry them)", self.table);
+                } else {
+                    tracing::debug!(table = %self.table, "could not publish an intent ({e}); the segments wait for this node's slot");
+                }
+                // Nothing names the manifest: it is no one's.
+                if let Err(e) = table.file_io().delete(&manifest.manifest_path).await {
+                    tracing::debug!(table = %self.table, "could not delete an unpublished intent's manifest: {e}");
+                }
+            }
+        }
+    }
+
+    /// This node's intents the table now holds (another node carried them): forgotten, their
+    /// intents deleted. Returns the seqs of their segments.
+    pub(crate) async fn carried_by_others(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+    ) -> HashSet<u64> {
+        let (done, pending): (Vec<Published>, Vec<Published>) = std::mem::take(&mut self.own)
+            .into_iter()
+            .partition(|p| p.intent.ids.iter().all(holds));
+        self.own = pending;
+        let mut seqs = HashSet::new();
+        for p in done {
+            delete(store, &p.key, &self.table).await;
+            seqs.extend(p.seqs.iter().copied());
+        }
+        if !seqs.is_empty() {
+            metrics::counter!("thadam_iceberg_segments_carried_by_others_total", "table" => self.table.clone())
+                .increment(seqs.len() as u64);
+        }
+        seqs
+    }
+
+    /// Lists and reads the intents before the attempt loads the table, so that the window
+    /// between the load and the commit holds no listing: intents never change once written,
+    /// and which of them to carry is decided on the loaded table ([`Intents::gather`]).
+    pub(crate) async fn prefetch(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        table: &Table,
+    ) {
+        let metadata = table.metadata();
+        let uuid = metadata.uuid().to_string();
+        let root = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+        let fleet_url = url.uri();
+        let expect = Expect {
+            table_uuid: &uuid,
+            url: &fleet_url,
+            metadata_root: &root,
+        };
+        let dir = intent_dir(url, &uuid);
+        let listed = self.list(store, &dir, expect).await;
+        self.prefetched = Some((uuid, std::time::Instant::now(), listed));
+    }
+
+    /// Whether the last prefetch found intents of other nodes (or this node has its own).
+    pub(crate) fn prefetched_any(&self) -> bool {
+        self.has_own()
+            || self
+                .prefetched
+                .as_ref()
+                .is_some_and(|(_, _, listed)| !listed.is_empty())
+    }
+
+    /// What a commit built on `table` carries: this node's pending intents and the others' it
+    /// lists, chosen by [`select`]. `own_todo`: the segments this commit registers for this
+    /// node (its own intents must lie within it to be carried); `own_property`: the watermark
+    /// the commit raises itself; `budget`: the most segments carried.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn gather(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        table: &Table,
+        own_todo: &[ReadySegment],
+        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+        own_property: Option<&str>,
+        budget: usize,
+        now_ms: i64,
+    ) -> Carried {
+        let metadata = table.metadata();
+        let mut carried = Carried::default();
+        if metadata.format_version() == FormatVersion::V1 {
+            return carried;
+        }
+        let uuid = metadata.uuid().to_string();
+        let root = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+        let fleet_url = url.uri();
+        let expect = Expect {
+            table_uuid: &uuid,
+            url: &fleet_url,
+            metadata_root: &root,
+        };
+        let dir = intent_dir(url, &uuid);
+        self.listed = true;
+        // Only this attempt's prefetch (an attempt that ended before it carried anything leaves
+        // one that later intents are missing from).
+        let listed = match self.prefetched.take() {
+            Some((checked_for, at, listed))
+                if checked_for == uuid && at.elapsed() < PREFETCH_FRESH =>
+            {
+                listed
+            }
+            _ => self.list(store, &dir, expect).await,
+        };
+
+        // This node's own intents go as intents only when the commit registers all of their
+        // segments for it; others are withdrawn (their segments go as new files).
+        let todo: HashSet<u64> = own_todo.iter().map(|r| r.segment.seq).collect();
+        let own_keys: HashSet<&ObjectPath> = self.own.iter().map(|p| &p.key).collect();
+        let mut candidates: Vec<(ObjectPath, Arc<Intent>, bool)> = Vec::new();
+        for p in &self.own {
+            if p.seqs.iter().all(|s| todo.contains(s)) {
+                candidates.push((p.key.clone(), Arc::clone(&p.intent), true));
+            }
+        }
+        for (key, intent) in listed {
+            if !own_keys.contains(&key) {
+                candidates.push((key, intent, false));
+            }
+        }
+        // Own segments not in an own candidate intent are the commit's new files.
+        let in_own_intents: HashSet<u64> = self
+            .own
+            .iter()
+            .filter(|p| p.seqs.iter().all(|s| todo.contains(s)))
+            .flat_map(|p| p.seqs.iter().copied())
+            .collect();
+        let reserved: HashSet<SegmentId> = own_todo
+            .iter()
+            .filter(|r| !in_own_intents.contains(&r.segment.seq))
+            .map(|r| SegmentId::of(&r.segment.object_key))
+            .collect();
+        let properties = metadata.properties();
+        let mark = |p: &str| properties.get(p).and_then(|v| mark_seq(v));
+        let fits = |i: &Intent| {
+            metadata.schema_by_id(i.record.manifest.schema_id).is_some()
+                && metadata
+                    .partition_spec_by_id(i.record.manifest.spec_id)
+                    .is_some()
+        };
+        let views: Vec<Candidate<'_>> = candidates
+            .iter()
+            .map(|(_, intent, own)| Candidate { intent, own: *own })
+            .collect();
+        let Selection {
+            carry,
+            done,
+            stale,
+            marks,
+        } = select(
+            &views,
+            &Context {
+                holds,
+                mark_seq: &mark,
+                fits: &fits,
+                reserved: &reserved,
+                own_property,
+                budget,
+            },
+        );
+        for i in carry {
+            let (key, intent, own) = &candidates[i];
+            carried.manifests.push(intent.record.manifest.clone());
+            carried.encoded_ids.push_str(&intent.record.segment_ids);
+            carried.ids.extend(intent.ids.iter().copied());
+            carried
+                .keys
+                .push((key.clone(), *own, intent.record.created_ms));
+            let record = &intent.record;
+            if *own {
+                carried.own_max_seq = carried.own_max_seq.max(Some(record.max_seq));
+            } else {
+                let property = record
+                    .watermark
+                    .as_ref()
+                    .map_or("", |m| m.property.as_str());
+                carried
+                    .guards
+                    .push(format!("{property}={}", record.max_seq));
+            }
+        }
+        carried.marks = marks.into_iter().collect();
+        let carried_own: HashSet<&ObjectPath> = carried
+            .keys
+            .iter()
+            .filter(|(_, own, _)| *own)
+            .map(|(k, _, _)| k)
+            .collect();
+        for p in &self.own {
+            if carried_own.contains(&p.key) {
+                carried.own_seqs.extend(p.seqs.iter().copied());
+            } else if p.seqs.iter().any(|s| todo.contains(s)) {
+                carried.withdrawn.push(p.clone());
+            }
+        }
+        // Others' intents that are moot: deleted once past the grace period.
+        for i in done.into_iter().chain(stale) {
+            let (key, intent, own) = &candidates[i];
+            if !own && now_ms.saturating_sub(intent.record.created_ms) > GRACE_MS {
+                delete(store, key, &self.table).await;
+                self.seen.remove(key.as_ref());
+            }
+        }
+        carried
+    }
+
+    /// The commit that carried `carried` landed: the intents it carried are consumed (deleted),
+    /// this node's are forgotten, and those it withdrew are deleted with their manifests.
+    pub(crate) async fn landed(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        table: &Table,
+        carried: &Carried,
+        now_ms: i64,
+    ) {
+        for (key, own, created_ms) in &carried.keys {
+            if !own {
+                metrics::histogram!("thadam_iceberg_intent_age_seconds", "table" => self.table.clone())
+                    .record(now_ms.saturating_sub(*created_ms).max(0) as f64 / 1000.0);
+            }
+            metrics::counter!("thadam_iceberg_intents_carried_total", "table" => self.table.clone(), "whose" => if *own { "own" } else { "other" })
+                .increment(1);
+            delete(store, key, &self.table).await;
+            self.seen.remove(key.as_ref());
+        }
+        let gone: HashSet<&ObjectPath> = carried
+            .keys
+            .iter()
+            .map(|(k, _, _)| k)
+            .chain(carried.withdrawn.iter().map(|p| &p.key))
+            .collect();
+        self.own.retain(|p| !gone.contains(&p.key));
+        for p in &carried.withdrawn {
+            delete(store, &p.key, &self.table).await;
+            let path = &p.intent.record.manifest.path;
+            if let Err(e) = table.file_io().delete(path).await {
+                tracing::debug!(table = %self.table, path, "could not delete a withdrawn intent's manifest: {e}");
+            }
+        }
+    }
+
+    /// The intents under `dir` (one page), read once each; those that fail their checks are
+    /// skipped with a warning and a metric, once per intent.
+    async fn list(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        dir: &ObjectPath,
+        expect: Expect<'_>,
+    ) -> Vec<(ObjectPath, Arc<Intent>)> {
+        let metas: Vec<object_store::ObjectMeta> = match store
+            .list(Some(dir))
+            .take(LIST_LIMIT)
+            .try_collect::<Vec<_>>()
+            .await
+        {
+            Ok(metas) => metas,
+            Err(e) => {
+                tracing::debug!(table = %self.table, "could not list the fleet's intents ({e}); committing without them");
+                return Vec::new();
+            }
+        };
+        let listed: HashSet<String> = metas.iter().map(|m| m.location.to_string()).collect();
+        // What is no longer listed is gone for good (intents are never written twice).
+        self.seen.retain(|k, _| listed.contains(k));
+        // Read now but not remembered (the memory is full).
+        let mut fresh_read: HashMap<String, Arc<Intent>> = HashMap::new();
+        // Intents not read yet, fetched a few at a time (each is read once, then remembered).
+        let fresh: Vec<object_store::ObjectMeta> = metas
+            .iter()
+            .filter(|m| !self.seen.contains_key(m.location.as_ref()))
+            .cloned()
+            .collect();
+        let table = self.table.as_str();
+        let fetched: Vec<(object_store::ObjectMeta, Option<Result<Intent, Skip>>)> =
+            futures::stream::iter(fresh)
+                .map(|meta| async move {
+                    let parsed = read_one(store, &meta, expect, table).await;
+                    (meta, parsed)
+                })
+                .buffered(READ_CONCURRENCY)
+                .collect()
+                .await;
+        for (meta, parsed) in fetched {
+            let seen = match parsed {
+                // Unreadable now (consumed meanwhile, or a transient failure): not remembered.
+                None => continue,
+                Some(Ok(intent)) => Seen::Read(Arc::new(intent)),
+                Some(Err(skip)) => {
+                    metrics::counter!("thadam_iceberg_intents_skipped_total", "table" => self.table.clone(), "reason" => skip.label())
+                        .increment(1);
+                    tracing::warn!(table = %self.table, key = %meta.location, reason = skip.label(), "skipping an intent that cannot be carried (it is never committed; delete it once its publisher is known to be gone)");
+                    Seen::Skipped
+                }
+            };
+            if self.seen.len() < SEEN_LIMIT {
+                self.seen.insert(meta.location.to_string(), seen.clone());
+            }
+            if let Seen::Read(intent) = seen {
+                fresh_read.insert(meta.location.to_string(), intent);
+            }
+        }
+        // In listing order (by lane and seq).
+        let mut out = Vec::new();
+        for meta in metas {
+            let name = meta.location.to_string();
+            let intent = match self.seen.get(&name) {
+                Some(Seen::Read(intent)) => Arc::clone(intent),
+                Some(Seen::Skipped) => continue,
+                None => match fresh_read.remove(&name) {
+                    Some(intent) => intent,
+                    None => continue,
+                },
+            };
+            out.push((meta.location, intent));
+        }
+        out
+    }
+}
+
+/// Reads and checks one listed intent: `None` when it cannot be read now (consumed meanwhile by
+/// another carrier, or a transient failure: it is listed again next time).
+async fn read_one(
+    store: &Arc<dyn ObjectStore>,
+    meta: &object_store::ObjectMeta,
+    expect: Expect<'_>,
+    table: &str,
+) -> Option<Result<Intent, Skip>> {
+    if meta.size > record::MAX_BYTES {
+        return Some(Err(Skip::TooLarge));
+    }
+    let bytes = match store.get(&meta.location).await {
+        Ok(answer) => answer.bytes().await,
+        Err(e) => Err(e),
+    };
+    match bytes {
+        Ok(bytes) => Some(record::parse(&bytes, expect)),
+        Err(object_store::Error::NotFound { .. }) => None,
+        Err(e) => {
+            tracing::debug!(table, key = %meta.location, "could not read an intent: {e}");
+            None
+        }
+    }
+}
+
+/// `<url prefix>/_thadam-intents/<table uuid>`.
+pub(crate) fn intent_dir(url: &crate::config::TableRoot, table_uuid: &str) -> ObjectPath {
+    let mut parts: Vec<&str> = url.prefix.split('/').filter(|p| !p.is_empty()).collect();
+    parts.push(DIR);
+    parts.push(table_uuid);
+    ObjectPath::from_iter(parts)
+}
+
+async fn delete(store: &Arc<dyn ObjectStore>, key: &ObjectPath, table: &str) {
+    match store.delete(key).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => tracing::debug!(table, key = %key, "could not delete an intent: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intents_lie_under_the_fleet_url() {
+        let url = crate::config::TableRoot {
+            bucket: "lake".into(),
+            prefix: "fleet/a".into(),
+        };
+        assert_eq!(
+            intent_dir(&url, "u-1").as_ref(),
+            "fleet/a/_thadam-intents/u-1"
+        );
+        let root = crate::config::TableRoot {
+            bucket: "lake".into(),
+            prefix: String::new(),
+        };
+        assert_eq!(intent_dir(&root, "u-1").as_ref(), "_thadam-intents/u-1");
+    }
+}

@@ -1,0 +1,509 @@
+//! Fleet intents against the real REST fixture and S3 server: nodes of a fleet that take turns on
+//! one table publish what waits for their turn, and whoever commits next carries it
+//! (`table::append::intents`). Every segment lands exactly once (read back by pyiceberg too),
+//! intents are consumed, a node that cannot commit has its segments carried by the others and
+//! registers nothing twice when it comes back, intents that must not be committed (corrupt,
+//! foreign) are skipped, a node with `commit.intents: false` still lands everything beside nodes
+//! that publish, and a lone registrar writes no intent at all.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+
+use common::demo;
+use common::{Harness, assert_exactly_once};
+use thadam_iceberg::config::RegistrarConfig;
+use thadam_iceberg::protocol::segment_log::{SegmentLogTail, SegmentLogWriter};
+use thadam_iceberg::testing::{BeforeAppend, Hooks, ReadySegment, TableName};
+use thadam_iceberg::{Registrar, RegistrarHandle, Tuning};
+
+const DATASET: &str = "telemetry";
+const ROWS: u64 = 5;
+
+/// One edge node: its own segment log and config.
+struct Node {
+    name: String,
+    config: RegistrarConfig,
+    log: SegmentLogWriter,
+    keys: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new(h: &Harness, name: &str) -> Node {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path: PathBuf = dir.path().join("segment-catalog.log");
+        let log = SegmentLogWriter::open(&path).expect("log");
+        let mut config = h.config.clone();
+        config.source.catalog = path;
+        Node {
+            name: name.to_string(),
+            config,
+            log,
+            keys: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Ships this node's next segment (a real Parquet file through S3, then its record).
+    async fn ship(&mut self, h: &Harness) -> String {
+        let j = self.keys.len() as u64;
+        let segment_id = format!("{}-{j:04}", self.name);
+        let key = demo::object_key(&h.prefix, &h.pipeline, DATASET, &segment_id);
+        let batch = demo::telemetry_batch(j, ROWS as usize).expect("batch");
+        let parquet = demo::write_parquet(&[batch]).expect("parquet");
+        demo::ship_segment(
+            h.store.as_ref(),
+            &mut self.log,
+            DATASET,
+            &segment_id,
+            &key,
+            parquet,
+            ROWS,
+        )
+        .await
+        .expect("ship");
+        self.keys.push(key.clone());
+        key
+    }
+
+    async fn start(&self, tuning: Tuning) -> RegistrarHandle {
+        Registrar::builder(self.config.clone())
+            .feed(SegmentLogTail::open(&self.config.source.catalog))
+            .tuning(tuning)
+            .start()
+            .await
+            .expect("registrar starts")
+    }
+}
+
+fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
+    common::metrics::counter(name, labels) as u64
+}
+
+/// Waits until `handle` has handled `n` segments (hang guard: two minutes).
+async fn handled(
+    handle: &RegistrarHandle,
+    n: u64,
+) -> thadam_iceberg::runtime::status::RegistrarStatus {
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        handle.wait_until(|s| s.handled() >= n),
+    )
+    .await
+    .expect("the node caught up in time (hang guard)")
+    .expect("no fatal error")
+}
+
+async fn stop(handle: RegistrarHandle) {
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+}
+
+/// Every node registers its warm-up segment (the first creates the table), so that every node
+/// has committed, and so shown its lane, before the measured flow: from then on they take turns.
+async fn warm_up(h: &Harness, nodes: &mut [Node], tunings: Vec<Tuning>) -> Vec<RegistrarHandle> {
+    for node in nodes.iter_mut() {
+        node.ship(h).await;
+    }
+    let mut handles = Vec::new();
+    for (node, tuning) in nodes.iter().zip(tunings) {
+        let handle = node.start(tuning).await;
+        handled(&handle, 1).await;
+        handles.push(handle);
+    }
+    handles
+}
+
+/// Ships `rounds` segments to each node, one round every `every` (a live flow: batches wait for
+/// their node's turn, which is when they are published).
+async fn flow(h: &Harness, nodes: &mut [Node], rounds: usize, every: Duration) {
+    for _ in 0..rounds {
+        for node in nodes.iter_mut() {
+            node.ship(h).await;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The objects under the table's intent directory.
+async fn intents_left(h: &Harness, uuid: &str) -> Vec<String> {
+    let dir = intent_dir(h, uuid);
+    h.store
+        .list(Some(&dir))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .expect("list intents")
+}
+
+fn intent_dir(h: &Harness, uuid: &str) -> ObjectPath {
+    ObjectPath::from(format!("{}/_thadam-intents/{uuid}", h.prefix))
+}
+
+/// Checks the table with the Rust reader and with pyiceberg: exactly the shipped keys, once.
+async fn assert_table_holds(h: &Harness, nodes: &[Node]) {
+    let keys: Vec<String> = nodes.iter().flat_map(|n| n.keys.clone()).collect();
+    let table = h.table(DATASET).await.expect("table");
+    assert_exactly_once(&table, &h.env.bucket, &keys).await;
+    let view = h.py_view(DATASET);
+    assert_eq!(
+        view.rows,
+        keys.len() as u64 * ROWS,
+        "pyiceberg reads every row once"
+    );
+    let mut expected: Vec<String> = keys
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    expected.sort();
+    assert_eq!(view.files, expected, "pyiceberg plans every file once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit() {
+    common::metrics::recorder();
+    let h = Harness::new("intents");
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..4).map(|i| Node::new(&h, &format!("n{i}"))).collect();
+    let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 4]).await;
+    let uuid = h
+        .table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string();
+
+    // What no node may commit: a corrupt intent, one for another fleet's url, one naming a
+    // manifest outside the table's metadata.
+    let dir = intent_dir(&h, &uuid);
+    let junk = [
+        (dir.child("zz-corrupt.json"), b"{not an intent".to_vec()),
+        (
+            dir.child("zz-foreign-url.json"),
+            foreign_intent(&uuid, "s3://elsewhere/x", "metadata/x-m0.avro"),
+        ),
+        (
+            dir.child("zz-foreign-manifest.json"),
+            foreign_intent(&uuid, &h.config.url.uri(), "../other/metadata/x-m0.avro"),
+        ),
+    ];
+    for (key, body) in &junk {
+        h.store
+            .put(key, body.clone().into())
+            .await
+            .expect("put junk");
+    }
+
+    // 4 nodes × 2.5 segments/s for 12 s.
+    flow(&h, &mut nodes, 30, Duration::from_millis(400)).await;
+    let each = nodes[0].keys.len() as u64;
+    let mut carried = 0;
+    for handle in &handles {
+        carried += handled(handle, each)
+            .await
+            .tables
+            .values()
+            .map(|t| t.carried)
+            .sum::<u64>();
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    assert_table_holds(&h, &nodes).await;
+
+    let published = counter(
+        "thadam_iceberg_intents_published_total",
+        &[("table", &table)],
+    );
+    let by_others = counter(
+        "thadam_iceberg_intents_carried_total",
+        &[("table", &table), ("whose", "other")],
+    );
+    println!(
+        "fleet of 4 × {each} segments: intents published {published}, carried by another node \
+         {by_others}, segments carried by others (status) {carried}"
+    );
+    assert!(published > 0, "nodes waiting for their turn publish");
+    assert!(by_others > 0, "nodes carry each other's intents");
+    assert!(
+        carried > 0,
+        "a node's status says its segments were carried"
+    );
+    assert_eq!(
+        counter(
+            "thadam_iceberg_segments_carried_by_others_total",
+            &[("table", &table)]
+        ),
+        carried
+    );
+    for reason in ["malformed", "foreign"] {
+        assert!(
+            counter(
+                "thadam_iceberg_intents_skipped_total",
+                &[("table", &table), ("reason", reason)]
+            ) >= 1,
+            "a {reason} intent is skipped"
+        );
+    }
+    // Intents are consumed by the commit that carries them; the junk is never touched.
+    let mut left = intents_left(&h, &uuid).await;
+    left.sort();
+    let mut junk_keys: Vec<String> = junk.iter().map(|(k, _)| k.to_string()).collect();
+    junk_keys.sort();
+    assert_eq!(left, junk_keys, "only the skipped intents are left");
+}
+
+/// An intent as a node of another fleet (or a broken one) could leave: well-formed, for this
+/// table, but with `url` and a manifest `path` (relative to the table's location) as given.
+fn foreign_intent(uuid: &str, url: &str, manifest: &str) -> Vec<u8> {
+    serde_json::json!({
+        "format": "thadam-intent/1",
+        "table_uuid": uuid,
+        "url": url,
+        "lane": "0123456789ab",
+        "writer": "thadam-iceberg/x/y",
+        "created_ms": 0,
+        "manifest": {
+            "path": format!("s3://bucket/somewhere/{manifest}"),
+            "length": 100, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
+        },
+        "segment_ids": "AAAAAAAAAAAAAAAA",
+        "max_seq": 1
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Holds every append of its node after the first until released: a node whose catalog link
+/// is down while S3 still works.
+struct Cutoff {
+    calls: AtomicUsize,
+    released: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl BeforeAppend for Cutoff {
+    async fn before_append(&self, _: &TableName, _: &iceberg::table::Table, _: &[ReadySegment]) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut released = self.released.clone();
+        let _ = released.wait_for(|r| *r).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_back() {
+    common::metrics::recorder();
+    let h = Harness::new("intents-cut");
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("c{i}"))).collect();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let cutoff = Tuning {
+        hooks: Hooks {
+            before_append: Some(Arc::new(Cutoff {
+                calls: AtomicUsize::new(0),
+                released,
+            })),
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    };
+    // The cut node warms up last, so that its warm-up commit shows it the others' lanes: it
+    // takes turns (and so publishes) from its first batch on.
+    let handles = warm_up(
+        &h,
+        &mut nodes,
+        vec![Tuning::default(), Tuning::default(), cutoff],
+    )
+    .await;
+    let cut_uuid = h
+        .table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string();
+    flow(&h, &mut nodes, 12, Duration::from_millis(300)).await;
+    let each = nodes[0].keys.len() as u64;
+    handled(&handles[0], each).await;
+    handled(&handles[1], each).await;
+
+    // Node c2 has not committed since its warm-up, yet its published segments are in the table.
+    let c2: Vec<String> = nodes[2].keys[1..]
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    let in_table = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let table = h.table(DATASET).await.expect("table");
+            let files = common::data_files(&table).await;
+            let n = c2.iter().filter(|k| files.contains(*k)).count();
+            if n > 0 {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the fleet carries the intents of a node that cannot commit");
+    println!(
+        "{in_table} of c2's {} segments carried while it could not commit",
+        c2.len()
+    );
+    assert!(
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        ) >= 1
+    );
+
+    // The link comes back; c2 finishes (what was carried counts as handled), then restarts as
+    // a new process and finds everything registered.
+    release.send(true).expect("release");
+    let status = handled(&handles[2], each).await;
+    let carried: u64 = status.tables.values().map(|t| t.carried).sum();
+    assert!(
+        carried as usize >= in_table,
+        "c2's status counts what others carried"
+    );
+    for handle in handles {
+        stop(handle).await;
+    }
+    let again = nodes[2].start(Tuning::default()).await;
+    let status = handled(&again, each).await;
+    let registered: u64 = status.tables.values().map(|t| t.registered).sum();
+    assert_eq!(registered, 0, "the restarted node registers nothing twice");
+    stop(again).await;
+    assert_table_holds(&h, &nodes).await;
+    assert!(
+        intents_left(&h, &cut_uuid).await.is_empty(),
+        "no intent is left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() {
+    common::metrics::recorder();
+    let h = Harness::new("intents-mixed");
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("m{i}"))).collect();
+    // m2 runs with the feature off (as an older version would): it neither publishes nor carries.
+    nodes[2].config.commit.intents = false;
+    let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
+    let uuid = h
+        .table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string();
+    flow(&h, &mut nodes, 20, Duration::from_millis(300)).await;
+    let each = nodes[0].keys.len() as u64;
+    let mut statuses = Vec::new();
+    for handle in &handles {
+        statuses.push(handled(handle, each).await);
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    assert_table_holds(&h, &nodes).await;
+    let off: u64 = statuses[2].tables.values().map(|t| t.carried).sum();
+    assert_eq!(off, 0, "nobody carries for a node that publishes nothing");
+    assert!(
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        ) > 0,
+        "the nodes that publish carry each other"
+    );
+    assert!(intents_left(&h, &uuid).await.is_empty());
+
+    // A lone registrar on its own table: no intent, ever.
+    let lone = Harness::new("intents-lone");
+    let lone_table = format!("{}.{DATASET}", lone.namespace.join("."));
+    let mut node = Node::new(&lone, "l0");
+    node.ship(&lone).await;
+    let handle = node.start(Tuning::default()).await;
+    for _ in 0..15 {
+        node.ship(&lone).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    handled(&handle, node.keys.len() as u64).await;
+    stop(handle).await;
+    let lone_uuid = lone
+        .table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string();
+    assert_eq!(
+        counter(
+            "thadam_iceberg_intents_published_total",
+            &[("table", &lone_table)]
+        ),
+        0
+    );
+    assert!(intents_left(&lone, &lone_uuid).await.is_empty());
+    assert_table_holds(&lone, std::slice::from_ref(&node)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
+    if common::Catalog::Nessie.skipped() {
+        return;
+    }
+    common::metrics::recorder();
+    let h = Harness::with(
+        "intents-nessie",
+        common::Options {
+            catalog: common::Catalog::Nessie,
+            ..common::Options::default()
+        },
+    );
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("s{i}"))).collect();
+    let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
+    let uuid = h
+        .table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string();
+    flow(&h, &mut nodes, 10, Duration::from_millis(300)).await;
+    let each = nodes[0].keys.len() as u64;
+    for handle in &handles {
+        handled(handle, each).await;
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    assert_table_holds(&h, &nodes).await;
+    // Nessie shows only the current snapshot, so a node sees the others' lanes one load at a
+    // time (and may take turns, and publish, or pace itself adaptively): either way every
+    // segment lands once and no intent is left.
+    println!(
+        "on Nessie: intents published {}, carried by another node {}",
+        counter(
+            "thadam_iceberg_intents_published_total",
+            &[("table", &table)]
+        ),
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        )
+    );
+    assert!(intents_left(&h, &uuid).await.is_empty());
+}
