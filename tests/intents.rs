@@ -134,6 +134,16 @@ async fn flow(h: &Harness, nodes: &mut [Node], rounds: usize, every: Duration) {
     }
 }
 
+/// The UUID of the test's table.
+async fn table_uuid(h: &Harness) -> String {
+    h.table(DATASET)
+        .await
+        .expect("table")
+        .metadata()
+        .uuid()
+        .to_string()
+}
+
 /// The objects under the table's intent directory.
 async fn intents_left(h: &Harness, uuid: &str) -> Vec<String> {
     let dir = intent_dir(h, uuid);
@@ -175,13 +185,7 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     let table = format!("{}.{DATASET}", h.namespace.join("."));
     let mut nodes: Vec<Node> = (0..4).map(|i| Node::new(&h, &format!("n{i}"))).collect();
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 4]).await;
-    let uuid = h
-        .table(DATASET)
-        .await
-        .expect("table")
-        .metadata()
-        .uuid()
-        .to_string();
+    let uuid = table_uuid(&h).await;
 
     // What no node may commit: a corrupt intent, one for another fleet's url, one naming a
     // manifest outside the table's metadata.
@@ -327,13 +331,7 @@ async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_b
         vec![Tuning::default(), Tuning::default(), cutoff],
     )
     .await;
-    let cut_uuid = h
-        .table(DATASET)
-        .await
-        .expect("table")
-        .metadata()
-        .uuid()
-        .to_string();
+    let cut_uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 12, Duration::from_millis(300)).await;
     let each = nodes[0].keys.len() as u64;
     handled(&handles[0], each).await;
@@ -401,13 +399,7 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     // m2 runs with the feature off (as an older version would): it neither publishes nor carries.
     nodes[2].config.commit.intents = false;
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
-    let uuid = h
-        .table(DATASET)
-        .await
-        .expect("table")
-        .metadata()
-        .uuid()
-        .to_string();
+    let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 20, Duration::from_millis(300)).await;
     let each = nodes[0].keys.len() as u64;
     let mut statuses = Vec::new();
@@ -441,13 +433,7 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     }
     handled(&handle, node.keys.len() as u64).await;
     stop(handle).await;
-    let lone_uuid = lone
-        .table(DATASET)
-        .await
-        .expect("table")
-        .metadata()
-        .uuid()
-        .to_string();
+    let lone_uuid = table_uuid(&lone).await;
     assert_eq!(
         counter(
             "thadam_iceberg_intents_published_total",
@@ -475,13 +461,7 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
     let table = format!("{}.{DATASET}", h.namespace.join("."));
     let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("s{i}"))).collect();
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
-    let uuid = h
-        .table(DATASET)
-        .await
-        .expect("table")
-        .metadata()
-        .uuid()
-        .to_string();
+    let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 10, Duration::from_millis(300)).await;
     let each = nodes[0].keys.len() as u64;
     for handle in &handles {

@@ -335,40 +335,18 @@ async fn attempt_manifests(
             Some(m)
         }
     };
+    let current = current_manifests(table).await?;
     let Some(new_manifest) = new_manifest else {
-        let manifests = match metadata.current_snapshot() {
-            Some(snapshot) => table
-                .manifest_list_reader(snapshot)
-                .load()
-                .await?
-                .consume_entries()
-                .into_iter()
-                .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
-                .collect(),
-            None => Vec::new(),
-        };
         return Ok(AttemptManifests {
             snapshot_id,
-            manifests,
+            manifests: current,
             files: Vec::new(),
         });
     };
     let mut files = vec![new_manifest.manifest_path.clone()];
 
-    let current = match metadata.current_snapshot() {
-        Some(snapshot) => table
-            .manifest_list_reader(snapshot)
-            .load()
-            .await?
-            .consume_entries()
-            .into_iter()
-            .collect(),
-        None => Vec::new(),
-    };
     let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
         .into_iter()
-        // Manifests without files are left behind, as the library's fast append does.
-        .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
         .partition(|m| m.content == ManifestContentType::Data);
 
     // Cached merges whose inputs are all still listed stand in for them; the others are stale
@@ -462,6 +440,22 @@ async fn attempt_manifests(
         manifests,
         files,
     })
+}
+
+/// The current snapshot's manifests that hold files (manifests without files are left behind,
+/// as the library's fast append does).
+async fn current_manifests(table: &Table) -> iceberg::Result<Vec<ManifestFile>> {
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(Vec::new());
+    };
+    Ok(table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await?
+        .consume_entries()
+        .into_iter()
+        .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
+        .collect())
 }
 
 /// The library's checks of added files: data content and a partition value of the default

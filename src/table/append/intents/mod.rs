@@ -340,18 +340,9 @@ impl Intents {
         url: &crate::config::TableRoot,
         table: &Table,
     ) {
-        let metadata = table.metadata();
-        let uuid = metadata.uuid().to_string();
-        let root = format!("{}/metadata", metadata.location().trim_end_matches('/'));
-        let fleet_url = url.uri();
-        let expect = Expect {
-            table_uuid: &uuid,
-            url: &fleet_url,
-            metadata_root: &root,
-        };
-        let dir = intent_dir(url, &uuid);
-        let listed = self.list(store, &dir, expect).await;
-        self.prefetched = Some((uuid, std::time::Instant::now(), listed));
+        let scope = Scope::of(url, table.metadata());
+        let listed = self.list(store, &scope).await;
+        self.prefetched = Some((scope.uuid, std::time::Instant::now(), listed));
     }
 
     /// Whether the last prefetch found intents of other nodes (or this node has its own).
@@ -384,25 +375,17 @@ impl Intents {
         if metadata.format_version() == FormatVersion::V1 {
             return carried;
         }
-        let uuid = metadata.uuid().to_string();
-        let root = format!("{}/metadata", metadata.location().trim_end_matches('/'));
-        let fleet_url = url.uri();
-        let expect = Expect {
-            table_uuid: &uuid,
-            url: &fleet_url,
-            metadata_root: &root,
-        };
-        let dir = intent_dir(url, &uuid);
+        let scope = Scope::of(url, metadata);
         self.listed = true;
         // Only this attempt's prefetch (an attempt that ended before it carried anything leaves
         // one that later intents are missing from).
         let listed = match self.prefetched.take() {
             Some((checked_for, at, listed))
-                if checked_for == uuid && at.elapsed() < PREFETCH_FRESH =>
+                if checked_for == scope.uuid && at.elapsed() < PREFETCH_FRESH =>
             {
                 listed
             }
-            _ => self.list(store, &dir, expect).await,
+            _ => self.list(store, &scope).await,
         };
 
         // This node's own intents go as intents only when the commit registers all of their
@@ -543,14 +526,10 @@ impl Intents {
 
     /// The intents under `dir` (one page), read once each; those that fail their checks are
     /// skipped with a warning and a metric, once per intent.
-    async fn list(
-        &mut self,
-        store: &Arc<dyn ObjectStore>,
-        dir: &ObjectPath,
-        expect: Expect<'_>,
-    ) -> Vec<(ObjectPath, Arc<Intent>)> {
+    async fn list(&mut self, store: &Arc<dyn ObjectStore>, scope: &Scope) -> Listed {
+        let expect = scope.expect();
         let metas: Vec<object_store::ObjectMeta> = match store
-            .list(Some(dir))
+            .list(Some(&scope.dir))
             .take(LIST_LIMIT)
             .try_collect::<Vec<_>>()
             .await
@@ -640,6 +619,35 @@ async fn read_one(
         Err(e) => {
             tracing::debug!(table, key = %meta.location, "could not read an intent: {e}");
             None
+        }
+    }
+}
+
+/// Where a table's intents lie and what they are checked against: the table's UUID, the
+/// fleet's `url`, the table's metadata directory.
+struct Scope {
+    uuid: String,
+    url: String,
+    metadata_root: String,
+    dir: ObjectPath,
+}
+
+impl Scope {
+    fn of(url: &crate::config::TableRoot, metadata: &iceberg::spec::TableMetadata) -> Scope {
+        let uuid = metadata.uuid().to_string();
+        Scope {
+            dir: intent_dir(url, &uuid),
+            uuid,
+            url: url.uri(),
+            metadata_root: format!("{}/metadata", metadata.location().trim_end_matches('/')),
+        }
+    }
+
+    fn expect(&self) -> Expect<'_> {
+        Expect {
+            table_uuid: &self.uuid,
+            url: &self.url,
+            metadata_root: &self.metadata_root,
         }
     }
 }
