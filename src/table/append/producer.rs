@@ -61,7 +61,7 @@ pub struct PreparedAppend<'a> {
     watermark: Option<(String, String)>,
     expire: Vec<i64>,
     /// Other nodes' (and this node's published) manifests the snapshot carries.
-    carried: Carried,
+    carried: Option<&'a Carried>,
 }
 
 /// Prepares the append of `batch` (already filtered against the committed set) in one
@@ -104,11 +104,11 @@ pub fn prepare_append<'a>(
         properties,
         watermark: watermark.cloned(),
         expire: expire.to_vec(),
-        carried: Carried::default(),
+        carried: None,
     })
 }
 
-impl PreparedAppend<'_> {
+impl<'a> PreparedAppend<'a> {
     /// Adds `key` = `value` to the snapshot summary (a registrar's own key; the computed
     /// metrics win over it, as over every summary key).
     pub(crate) fn with_summary(mut self, key: &str, value: String) -> Self {
@@ -118,7 +118,7 @@ impl PreparedAppend<'_> {
 
     /// Carries `carried` in the snapshot: its manifests in the list, its segment ids in the
     /// summary (after the batch's own), its files in the totals, its watermarks set.
-    pub(crate) fn with_carried(mut self, carried: Carried) -> Self {
+    pub(crate) fn with_carried(mut self, carried: &'a Carried) -> Self {
         if carried.is_empty() {
             return self;
         }
@@ -147,7 +147,7 @@ impl PreparedAppend<'_> {
             self.properties
                 .insert(CATALOG_SEQ.to_string(), seq.to_string());
         }
-        self.carried = carried;
+        self.carried = Some(carried);
         self
     }
 
@@ -159,27 +159,28 @@ impl PreparedAppend<'_> {
     pub async fn build(self, attempts: &mut AppendAttempts) -> iceberg::Result<AppendCommit> {
         let table = self.table;
         let metadata = table.metadata();
-        if self.files.is_empty() && self.carried.is_empty() {
+        let nothing = Carried::default();
+        let carried = self.carried.unwrap_or(&nothing);
+        if self.files.is_empty() && carried.is_empty() {
             return Err(IcebergError::new(
                 ErrorKind::PreconditionFailed,
                 "an append needs at least one data file",
             ));
         }
         validate_files(metadata, &self.files)?;
-        let summary = summary(metadata, &self.files, &self.carried, self.properties)?;
+        let summary = summary(metadata, &self.files, carried, self.properties)?;
         let AttemptManifests {
             snapshot_id,
             mut manifests,
             mut files,
         } = attempt_manifests(table, &self.files, attempts).await?;
         // Carried manifests first (the newest), as Java lists a snapshot's new manifests.
-        let carried: Vec<ManifestFile> = self
-            .carried
+        let entries: Vec<ManifestFile> = carried
             .manifests
             .iter()
             .map(|m| Carried::list_entry(m, snapshot_id))
             .collect();
-        manifests.splice(0..0, carried);
+        manifests.splice(0..0, entries);
 
         let root = metadata_root(metadata);
         let list_path = attempts.manifest_list_path(&root, snapshot_id);
@@ -224,7 +225,7 @@ impl PreparedAppend<'_> {
         };
 
         let mut updates = Vec::new();
-        let mut marks: HashMap<String, String> = self.carried.marks.into_iter().collect();
+        let mut marks: HashMap<String, String> = carried.marks.iter().cloned().collect();
         if let Some((property, value)) = self.watermark {
             marks.insert(property, value);
         }

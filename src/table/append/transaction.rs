@@ -289,21 +289,7 @@ impl BatchCommit {
                 let holds = |id: &SegmentId| held.holds_id(id);
                 carried.extend(self.intents.carried_by_others(env.store, &holds).await);
             }
-            // A node that does not take turns commits only what the committers left for longer
-            // than its fallback: what it published lately (or publishes now: a batch that
-            // conflicted, or that it held before it knew the fleet) is theirs to carry.
-            if !todo.is_empty() && self.intents.on() && self.pacer.fallback_ms().is_some() {
-                self.publish_run(env, held, &todo).await;
-            }
-            if !todo.is_empty()
-                && self.intents.on()
-                && let Some(fallback) = self.pacer.fallback_ms()
-                && self.intents.all_published_since(
-                    todo.iter().map(|r| r.segment.seq),
-                    env.now_ms()
-                        .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX)),
-                )
-            {
+            if self.leaves_to_committers(env, held, &todo).await {
                 self.retry = None;
                 self.pacer.deferred();
                 self.batch_over(held, None).await;
@@ -440,7 +426,7 @@ impl BatchCommit {
                 watermark.as_ref(),
                 &expire.snapshot_ids,
             )?
-            .with_carried(fleet.clone());
+            .with_carried(&fleet);
             for (key, value) in self.pacer.summary() {
                 append = append.with_summary(key, value);
             }
@@ -725,6 +711,30 @@ impl BatchCommit {
             && self.resend.is_none()
             && self.intents.on()
             && self.pacer.commits_in_turn()
+    }
+
+    /// Whether this node, which does not take turns, leaves `todo` to the fleet's committers:
+    /// all of it is published (now, if it was not: a batch that conflicted, or that it held
+    /// before it knew the fleet) and younger than its fallback. What the committers left for
+    /// longer than that, it commits itself.
+    async fn leaves_to_committers(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        todo: &[ReadySegment],
+    ) -> bool {
+        let Some(fallback) = self.pacer.fallback_ms().filter(|_| self.intents.on()) else {
+            return false;
+        };
+        if todo.is_empty() {
+            return false;
+        }
+        self.publish_run(env, held, todo).await;
+        let since = env
+            .now_ms()
+            .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX));
+        self.intents
+            .all_published_since(todo.iter().map(|r| r.segment.seq), since)
     }
 
     /// Whether a batch waiting for this node's slot may be published now (see [`Self::publish`]).

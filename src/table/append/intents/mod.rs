@@ -1,22 +1,23 @@
 //! Fleet intents: in a fleet that takes turns on one table (see `pacing`), a node waiting for its
-//! slot does not hold its segments back for a whole cycle. It **publishes** them: it writes their
+//! turn does not hold its segments back for a whole cycle. It **publishes** them: it writes their
 //! manifest in the table's metadata (entries without a snapshot id or sequence numbers, so they
 //! inherit the snapshot that commits them, as Java's `appendManifest` does) and a small intent
 //! beside the fleet's segments, under `<url>/_thadam-intents/<table uuid>/`, naming the manifest,
 //! the segments' ids and the watermark its own commit would have raised. Whoever commits next
-//! (the owner of the next slot) **lists** the intents and carries them in its snapshot, with its
-//! own segments: every carried manifest in its manifest list, every id in `thadam.segment-ids`,
-//! each log's watermark raised as far as the intents' chain allows ([`select`]). So a segment
-//! waits about one slot, not one cycle of N slots, and the table still takes one commit per
-//! slot whatever N is.
+//! (the next of the fleet's committers, `pacing::Turn`) **lists** the intents and carries them in
+//! its snapshot, with its own segments: every carried manifest in its manifest list, every id in
+//! `thadam.segment-ids`, each log's watermark raised as far as the intents' chain allows
+//! ([`select`]). So a segment waits about one slot, not one cycle of N slots, and the table
+//! still takes one commit per slot whatever N is.
 //!
 //! Exactly once stays anchored where it was: a segment is registered when a snapshot summary
 //! lists its id or a trusted watermark covers it, and a commit carries only intents none of
 //! whose segments the table (as the commit's base holds it) already has, so two nodes carrying
 //! the same intent at once collide like any two commits: one 409s, reloads and drops it.
 //!
-//! No node depends on another: a publisher still commits in its own slot, carrying its own
-//! pending intents (and everyone else's) itself. A node that is gone leaves intents the others
+//! No node depends on another: a committer carries its own pending intents (and everyone else's)
+//! in its turn, and a node that does not take turns commits what the committers left for longer
+//! than its fallback itself. A node that is gone leaves intents the others
 //! carry; when it comes back (a new lane) it finds its segments registered and commits nothing
 //! twice. Intents are consumed by the commit that carries them (the carrier deletes them once it
 //! landed); one whose segments are all in the table is deleted by its owner, or by anyone after
@@ -25,8 +26,9 @@
 //! from then on filters those segments out), or by anyone after the grace period (its manifest
 //! is then left: the carrier cannot know the publisher's commit did not land with it).
 //!
-//! A lone registrar never publishes or lists; neither does a node of a fleet that does not take
-//! turns (a catalog that keeps only the current snapshot shows no lanes).
+//! A lone registrar never publishes, and lists only once, at its first commit (so that a node
+//! coming back carries what was left while it was away); neither does more where no lanes are
+//! seen (a catalog that keeps only the current snapshot shows other lanes one load at a time).
 
 mod record;
 mod select;
@@ -45,6 +47,7 @@ pub(crate) use record::{IntentRecord, ManifestRef, MarkRaise};
 use select::{Candidate, Context, Selection, mark_seq, select};
 
 use super::ReadySegment;
+use crate::runtime::warn_once;
 use crate::table::committed::{SegmentId, encode_ids};
 
 /// The directory of a table's intents, under the fleet's `url` prefix.
@@ -145,11 +148,10 @@ pub(crate) struct Intents {
     table: String,
     own: Vec<Published>,
     seen: HashMap<String, Seen>,
-    /// Publishing is off: `commit.intents: false`, or the store refused an intent (read-only
-    /// keys).
-    off: bool,
     /// `commit.intents`.
     on: bool,
+    /// The store refused an intent (read-only keys): this node no longer publishes.
+    refused: bool,
     /// Whether this committer has listed the intents once: its first commit does, lone or not,
     /// so that a node that comes back carries what the fleet left (its former self's intents
     /// among them) while it was away.
@@ -166,8 +168,8 @@ impl Intents {
             table,
             own: Vec::new(),
             seen: HashMap::new(),
-            off: !on,
             on,
+            refused: false,
             listed: false,
             prefetched: None,
         }
@@ -210,7 +212,7 @@ impl Intents {
 
     /// Whether another intent may be published now.
     pub(crate) fn may_publish(&self) -> bool {
-        !self.off && self.own.len() < OWN_LIMIT
+        self.on && !self.refused && self.own.len() < OWN_LIMIT
     }
 
     /// What the next intent of a watermark property builds on: the top of this node's last
@@ -295,7 +297,7 @@ impl Intents {
                     object_store::Error::PermissionDenied { .. }
                         | object_store::Error::Unauthenticated { .. }
                 ) {
-                    self.off = true;
+                    self.refused = true;
                     tracing::warn!(table = %self.table, "the store refused to take an intent ({e}); this node no longer publishes intents for table {} and commits its segments in its own slots (give its keys write access under {DIR}/ of the url to let the fleet carry them)", self.table);
                 } else {
                     tracing::debug!(table = %self.table, "could not publish an intent ({e}); the segments wait for this node's slot");
@@ -393,9 +395,11 @@ impl Intents {
         let todo: HashSet<u64> = own_todo.iter().map(|r| r.segment.seq).collect();
         let own_keys: HashSet<&ObjectPath> = self.own.iter().map(|p| &p.key).collect();
         let mut candidates: Vec<(ObjectPath, Arc<Intent>, bool)> = Vec::new();
+        let mut in_own_intents: HashSet<u64> = HashSet::new();
         for p in &self.own {
             if p.seqs.iter().all(|s| todo.contains(s)) {
                 candidates.push((p.key.clone(), Arc::clone(&p.intent), true));
+                in_own_intents.extend(p.seqs.iter().copied());
             }
         }
         for (key, intent) in listed {
@@ -404,12 +408,6 @@ impl Intents {
             }
         }
         // Own segments not in an own candidate intent are the commit's new files.
-        let in_own_intents: HashSet<u64> = self
-            .own
-            .iter()
-            .filter(|p| p.seqs.iter().all(|s| todo.contains(s)))
-            .flat_map(|p| p.seqs.iter().copied())
-            .collect();
         let reserved: HashSet<SegmentId> = own_todo
             .iter()
             .filter(|r| !in_own_intents.contains(&r.segment.seq))
@@ -536,7 +534,17 @@ impl Intents {
         {
             Ok(metas) => metas,
             Err(e) => {
-                tracing::debug!(table = %self.table, "could not list the fleet's intents ({e}); committing without them");
+                // A refusal does not go away by itself: said once; anything else may.
+                let refused = matches!(
+                    e,
+                    object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                );
+                if refused && warn_once::first_time("intents-list", self.table.clone()) {
+                    tracing::warn!(table = %self.table, "the store refused to list the fleet's intents under {} ({e}); this node commits without carrying them (give its keys list access under {DIR}/ of the url)", scope.dir);
+                } else {
+                    tracing::debug!(table = %self.table, "could not list the fleet's intents ({e}); committing without them");
+                }
                 return Vec::new();
             }
         };
