@@ -5,7 +5,8 @@
 #
 #   benches/history.sh [--commits N] [--merge on|off] [--retention none|max_age=D,min_snapshots=N]
 #                      [--checkpoints "10 100 1000 10000 50000"] [--window W]
-#                      [--peer-commits P] [--peer-dup-check on|off] [--rows R] [--keep]
+#                      [--peer-commits P] [--peer-dup-check on|off] [--rows R]
+#                      [--other-logs K] [--keep]
 #
 # --commits N       commits made on the table (default 1,000: ~3 min when built). 10,000 and
 #                   50,000 are opt-in: each commit rewrites metadata.json (~0.75 KiB more per
@@ -21,6 +22,9 @@
 # --checkpoints     where to measure (those <= N, and N itself)
 # --window W        commits measured before each checkpoint (default 100, at most C/2 at C)
 # --peer-commits P  pyiceberg add_files calls, one file each (default 200; 0 skips the peer)
+# --other-logs K    sets the watermarks of K other segment logs on the registrar's table before
+#                   the run (`thadam.watermark.<uuid>` = `<seq>:<fingerprint>`, as K more nodes of
+#                   a fleet leave them; default 0): what 1,000 logs cost every load and commit
 # --peer-dup-check  pyiceberg's check_duplicate_files (default on, pyiceberg's default: each call
 #                   reads every manifest)
 #
@@ -45,6 +49,7 @@ window=100
 peer_commits=200
 peer_dup_check=on
 rows=100
+other_logs=0
 keep=0
 command_line="benches/history.sh${*:+ $*}"
 while (($#)); do
@@ -57,11 +62,12 @@ while (($#)); do
         --peer-commits) peer_commits="$2"; shift 2 ;;
         --peer-dup-check) peer_dup_check="$2"; shift 2 ;;
         --rows) rows="$2"; shift 2 ;;
+        --other-logs) other_logs="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/history.sh)" ;;
     esac
 done
-for n in "$commits" "$window" "$peer_commits" "$rows" ${checkpoints//,/ }; do
+for n in "$commits" "$window" "$peer_commits" "$rows" "$other_logs" ${checkpoints//,/ }; do
     [[ "$n" =~ ^[0-9]+$ ]] || die "not a whole number: $n"
 done
 ((commits >= 2)) || die "--commits must be at least 2"
@@ -91,11 +97,11 @@ bench_warm_up history "$rows"
     --commits "$commits" --checkpoints "$checkpoints" --window "$window" --merge "$merge" \
     --crc-lib "$CRC_LIB" --sources-dir "$STATE/sources" --state "$STATE" \
     --peer-commits "$peer_commits" --peer-table bench.history_pyiceberg \
-    --peer-dup-check "$peer_dup_check" >"$R/history.json"
+    --peer-dup-check "$peer_dup_check" --other-logs "$other_logs" >"$R/history.json"
 
 echo "## History: per-commit cost as the table grows"
 echo
 bench_machine_info
-echo "| variant | merge $merge, retention $retention, one segment per snapshot (--max-batch 1), otherwise default tuning |"
+echo "| variant | merge $merge, retention $retention, $other_logs other logs' watermarks, one segment per snapshot (--max-batch 1), otherwise default tuning |"
 echo
 "$PY" "$GROWTH/history.py" report --results "$R/history.json"

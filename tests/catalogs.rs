@@ -367,7 +367,7 @@ async fn conflicting_writer(catalog: Catalog) {
                 catalog_uri: h.env.catalog_uri.clone(),
                 ident: name.clone(),
             })),
-            clock: None,
+            ..Hooks::default()
         },
         ..Default::default()
     };
@@ -465,6 +465,7 @@ async fn snapshot_retention(catalog: Catalog) {
             clock: Some(Arc::new(|| {
                 chrono::Utc::now().timestamp_millis() + 3_600_000
             })),
+            ..Hooks::default()
         },
         ..Default::default()
     };

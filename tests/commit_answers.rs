@@ -68,6 +68,7 @@ fn with_other_writer(
             clock: Some(Arc::new(move || {
                 chrono::Utc::now().timestamp_millis() + ahead
             })),
+            ..Hooks::default()
         },
         ..Default::default()
     }

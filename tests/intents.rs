@@ -265,6 +265,28 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     let mut junk_keys: Vec<String> = junk.iter().map(|(k, _)| k.to_string()).collect();
     junk_keys.sort();
     assert_eq!(left, junk_keys, "only the skipped intents are left");
+
+    // The snapshots that carried name their publishers' lanes, each a lane some snapshot of
+    // the table committed under (the foreign intent's lane never appears).
+    let t = h.table(DATASET).await.expect("table");
+    let summaries: Vec<_> = t
+        .metadata()
+        .snapshots()
+        .map(|s| s.summary().additional_properties.clone())
+        .collect();
+    let lanes: std::collections::BTreeSet<&str> = summaries
+        .iter()
+        .filter_map(|p| p.get("thadam.lane").map(String::as_str))
+        .collect();
+    let carried_lanes: Vec<&str> = summaries
+        .iter()
+        .filter_map(|p| p.get("thadam.carried-lanes"))
+        .flat_map(|l| l.split(','))
+        .collect();
+    assert!(!carried_lanes.is_empty(), "carrying snapshots name lanes");
+    for lane in carried_lanes {
+        assert!(lanes.contains(lane), "{lane} is a lane of the fleet");
+    }
 }
 
 /// An intent as a node of another fleet (or a broken one) could leave: well-formed, for this
@@ -486,4 +508,243 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
         )
     );
     assert!(intents_left(&h, &uuid).await.is_empty());
+}
+
+/// Holds the first append of its node at a barrier the other carrier also reaches, so that both
+/// commits are built on one table version and sent together (hang guard: a minute).
+struct Together {
+    calls: AtomicUsize,
+    barrier: Arc<tokio::sync::Barrier>,
+    met: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl BeforeAppend for Together {
+    async fn before_append(&self, _: &TableName, _: &iceberg::table::Table, _: &[ReadySegment]) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) != 0 {
+            return;
+        }
+        if tokio::time::timeout(Duration::from_secs(60), self.barrier.wait())
+            .await
+            .is_ok()
+        {
+            self.met.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn conflicts(table: &str) -> u64 {
+    counter(
+        "thadam_iceberg_commits_total",
+        &[("table", table), ("outcome", "conflict")],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
+    common::metrics::recorder();
+    let h = Harness::new("intents-race");
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("r{i}"))).collect();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let cutoff = Tuning {
+        hooks: Hooks {
+            before_append: Some(Arc::new(Cutoff {
+                calls: AtomicUsize::new(0),
+                released,
+            })),
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    };
+    // r0 and r1 warm up and stop; r2 (the publisher) warms up last, so it sees their lanes and
+    // takes turns: its next batch is published while it waits for its slot, and then it cannot
+    // commit (its catalog link is down).
+    let mut handles = warm_up(
+        &h,
+        &mut nodes,
+        vec![Tuning::default(), Tuning::default(), cutoff],
+    )
+    .await;
+    let publisher = handles.pop().expect("r2");
+    for handle in handles {
+        stop(handle).await;
+    }
+    let uuid = table_uuid(&h).await;
+    nodes[2].ship(&h).await;
+    nodes[2].ship(&h).await;
+    let published = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let left = intents_left(&h, &uuid).await;
+            if !left.is_empty() {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the publisher publishes its waiting batch");
+    println!("published: {published:?}");
+
+    // r0 and r1 come back after the intent was published, so both list it at their first
+    // commit; both commits wait for each other right before they are sent: one version, two
+    // carriers of one intent.
+    let before = conflicts(&table);
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let met = Arc::new(AtomicUsize::new(0));
+    let mut carriers = Vec::new();
+    for node in nodes.iter_mut().take(2) {
+        node.ship(&h).await;
+        let together = Tuning {
+            hooks: Hooks {
+                before_append: Some(Arc::new(Together {
+                    calls: AtomicUsize::new(0),
+                    barrier: Arc::clone(&barrier),
+                    met: Arc::clone(&met),
+                })),
+                ..Hooks::default()
+            },
+            ..Tuning::default()
+        };
+        carriers.push(node.start(together).await);
+    }
+    for (handle, node) in carriers.iter().zip(&nodes) {
+        handled(handle, node.keys.len() as u64).await;
+    }
+    assert_eq!(
+        met.load(Ordering::SeqCst),
+        2,
+        "both carriers' commits were sent on one table version"
+    );
+    assert!(
+        conflicts(&table) > before,
+        "one of the two commits is refused (409)"
+    );
+    assert!(
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        ) >= 1,
+        "the intent was carried"
+    );
+    // The publisher's segments are in the table while it still cannot commit, once.
+    let r2: Vec<String> = nodes[2].keys[1..]
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    let table_now = h.table(DATASET).await.expect("table");
+    let files = common::data_file_list(&table_now).await;
+    for key in &r2 {
+        assert_eq!(
+            files.iter().filter(|f| *f == key).count(),
+            1,
+            "{key} is in the table once"
+        );
+    }
+
+    // The publisher's link comes back: its held commit is refused, and it registers nothing.
+    release.send(true).expect("release");
+    let status = handled(&publisher, nodes[2].keys.len() as u64).await;
+    let registered: u64 = status.tables.values().map(|t| t.registered).sum();
+    assert_eq!(registered, 1, "the publisher registers only its warm-up");
+    for handle in carriers {
+        stop(handle).await;
+    }
+    stop(publisher).await;
+    assert_table_holds(&h, &nodes).await;
+    assert!(
+        intents_left(&h, &uuid).await.is_empty(),
+        "no intent is left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_with_nodes_whose_clocks_are_slots_off_lands_everything_once() {
+    common::metrics::recorder();
+    let h = Harness::new("intents-skew");
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let mut nodes: Vec<Node> = (0..4).map(|i| Node::new(&h, &format!("k{i}"))).collect();
+    // Each node its own sink id, so that its snapshots can be told apart by `thadam.writer`.
+    for node in &mut nodes {
+        node.config.id = format!("sink-{}", node.name);
+    }
+    // k0's clock runs 2.5 s ahead and k1's 1.3 s behind: many slots (100 ms to a few hundred)
+    // off the grid the others cut their turns on, and their snapshots are stamped so.
+    let skewed = |by: i64| Tuning {
+        hooks: Hooks {
+            node_clock: Some(Arc::new(move || chrono::Utc::now().timestamp_millis() + by)),
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    };
+    let handles = warm_up(
+        &h,
+        &mut nodes,
+        vec![
+            skewed(2_500),
+            skewed(-1_300),
+            Tuning::default(),
+            Tuning::default(),
+        ],
+    )
+    .await;
+    let uuid = table_uuid(&h).await;
+    flow(&h, &mut nodes, 20, Duration::from_millis(250)).await;
+    let each = nodes[0].keys.len() as u64;
+    let mut statuses = Vec::new();
+    for handle in &handles {
+        statuses.push(handled(handle, each).await);
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    assert_table_holds(&h, &nodes).await;
+    assert!(
+        intents_left(&h, &uuid).await.is_empty(),
+        "no intent is left"
+    );
+
+    // The skew was real: a snapshot of k0 is stamped later than the next commit after it.
+    let t = h.table(DATASET).await.expect("table");
+    let metadata = t.metadata();
+    let writer = |s: &iceberg::spec::Snapshot| {
+        s.summary()
+            .additional_properties
+            .get("thadam.writer")
+            .cloned()
+            .unwrap_or_default()
+    };
+    let ahead = metadata.snapshots().any(|child| {
+        child
+            .parent_snapshot_id()
+            .and_then(|p| metadata.snapshot_by_id(p))
+            .is_some_and(|parent| {
+                writer(parent).contains("sink-k0")
+                    && !writer(child).contains("sink-k0")
+                    && parent.timestamp_ms() > child.timestamp_ms() + 1_000
+            })
+    });
+    assert!(
+        ahead,
+        "k0's snapshots carry its clock, ahead of the fleet's"
+    );
+    for (node, status) in nodes.iter().zip(&statuses) {
+        let t = status.tables.values().next().expect("one table");
+        println!(
+            "{}: registered {} carried by others {}",
+            node.name, t.registered, t.carried
+        );
+    }
+    println!(
+        "409s {} commits {} carried by another node {}",
+        conflicts(&table),
+        counter(
+            "thadam_iceberg_commits_total",
+            &[("table", &table), ("outcome", "ok")]
+        ),
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        )
+    );
 }

@@ -27,12 +27,15 @@ full per-commit cost: footer read, manifest and manifest-list writes, the catalo
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
+import random
 import re
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from common import (Registrar, bench, human_bytes, local_path, log, markdown, mib, table_figures,
@@ -58,6 +61,28 @@ def set_properties(cat, ident: str, merge: bool) -> dict:
     with table.transaction() as tx:
         tx.set_properties(props)
     return props
+
+
+def other_logs(n: int) -> dict:
+    """The watermark properties of `n` other segment logs (a fleet of n more nodes on the table),
+    shaped as the registrar writes them: `thadam.watermark.<log uuid>` = `<seq>:<fingerprint>`
+    (16 bytes, base64url). Seeded, so that every run holds the same bytes."""
+    rng = random.Random(33)
+    marks = {}
+    for _ in range(n):
+        log_id = uuid.UUID(int=rng.getrandbits(128), version=4)
+        fp = base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
+        marks[f"thadam.watermark.{log_id}"] = f"{rng.randrange(1, 10_000_000)}:{fp}"
+    return marks
+
+
+def set_other_logs(cat, ident: str, n: int) -> None:
+    """Sets `n` other logs' watermarks on the table, in one commit."""
+    if n <= 0:
+        return
+    table = cat.load_table(ident)
+    with table.transaction() as tx:
+        tx.set_properties(other_logs(n))
 
 
 def metadata_files(table) -> dict[int, tuple[float, int]]:
@@ -263,7 +288,9 @@ def cmd_run(args) -> dict:
     merge = args.merge == "on"
     cat = bench.catalog()
     out: dict = {"merge": merge, "commits": args.commits,
-                 "properties": set_properties(cat, args.table, merge)}
+                 "properties": set_properties(cat, args.table, merge),
+                 "other_logs": args.other_logs}
+    set_other_logs(cat, args.table, args.other_logs)
     template = template_segment(bench.read_log(args.log))
     template_path = data_dir / bucket / template["object_key"]
     segments = segments_like(template, "hist", 1, max(args.commits - 1, args.peer_commits))
@@ -348,6 +375,8 @@ def cmd_report(args) -> None:
           "metadata.json, manifest list, manifests: the current ones at the checkpoint. "
           "plan_files: pyiceberg `table.scan().plan_files()` on a fresh load, registrar idle. "
           "Table properties: " + ", ".join(f"`{k}={v}`" for k, v in r["properties"].items())
+          + (f", and the watermarks of {r['other_logs']:,} other segment logs (the registrar's "
+             "table only)" if r.get("other_logs") else "")
           + "; metadata.json files on disk at the last checkpoint: "
           f"{reg['checkpoints'][-1]['metadata_files_on_disk']:,}.")
 
@@ -364,6 +393,7 @@ def main() -> None:
     r.add_argument("--merge", choices=["on", "off"], required=True)
     r.add_argument("--peer-commits", type=int, default=200)
     r.add_argument("--peer-dup-check", choices=["on", "off"], default="on")
+    r.add_argument("--other-logs", type=int, default=0)
     rep = sub.add_parser("report")
     rep.add_argument("--results", required=True)
     args = p.parse_args()

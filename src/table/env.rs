@@ -44,6 +44,15 @@ impl Env<'_> {
         }
     }
 
+    /// Now by this node's wall clock (its snapshots' timestamps): the test's skewed clock when
+    /// there is one.
+    pub fn node_now_ms(&self) -> i64 {
+        match &self.hooks.node_clock {
+            Some(clock) => clock(),
+            None => chrono::Utc::now().timestamp_millis(),
+        }
+    }
+
     /// `sink.iceberg_table_missing` for `table`: where it was looked for (`catalog_uri` formats
     /// without credentials and query string) and the fix. `while_running`: it was there and is
     /// gone (dropped while the registrar ran), rather than absent when the committer started.

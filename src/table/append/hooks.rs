@@ -1,5 +1,6 @@
 //! Seams for the project's own tests: a hook before each append commit (called by the
-//! transaction) and a clock (snapshot retention ages snapshots by it). Production code never
+//! transaction), a clock (snapshot retention ages snapshots by it) and the node's wall clock
+//! (the fleet's slot grid and its snapshots' timestamps). Production code never
 //! sets them. Tests reach them as `thadam_iceberg::testing::{BeforeAppend, Hooks}` through
 //! `Tuning::hooks`.
 
@@ -29,6 +30,10 @@ pub struct Hooks {
     /// The clock snapshot retention ages snapshots by (tests move it forward instead of waiting
     /// for `snapshot_retention.max_age`).
     pub clock: Option<Clock>,
+    /// This node's wall clock: the grid a fleet's turns are cut on (`pacing`) and the
+    /// timestamps of the snapshots it writes. Tests set it a few slots off to play a node
+    /// whose clock is wrong; it is kept apart from `clock`, which leaps hours ahead.
+    pub node_clock: Option<Clock>,
 }
 
 impl fmt::Debug for Hooks {
@@ -36,6 +41,7 @@ impl fmt::Debug for Hooks {
         f.debug_struct("Hooks")
             .field("before_append", &self.before_append.is_some())
             .field("clock", &self.clock.is_some())
+            .field("node_clock", &self.node_clock.is_some())
             .finish()
     }
 }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use iceberg::spec::TableMetadata;
 
+use super::hooks::Clock;
 use crate::table::committed::{WATERMARK_KEY, WRITER};
 
 /// How many commits load the table first after another writer's commit was seen.
@@ -52,7 +53,6 @@ const COURTESY_GAP: Duration = Duration::from_secs(1);
 const COURTESY_MEMORY_MS: i64 = 60_000;
 
 /// When a table's next batch may start, and what its commits tell other registrars.
-#[derive(Debug)]
 pub(super) struct Pacer {
     /// The table, for the gauge.
     table: String,
@@ -83,12 +83,20 @@ pub(super) struct Pacer {
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
+    /// The wall clock the slot grid is read by: the system's, or a test's skewed one.
+    clock: Option<Clock>,
 }
 
 impl Pacer {
     /// `carrying`: the fleet carries intents (`commit.intents`), so only a few lanes take
-    /// turns (see [`Turn`]).
-    pub(super) fn new(table: String, floor: Duration, carrying: bool) -> Self {
+    /// turns (see [`Turn`]); `clock`: a test's wall clock (`Hooks::node_clock`), else the
+    /// system's.
+    pub(super) fn new(
+        table: String,
+        floor: Duration,
+        carrying: bool,
+        clock: Option<Clock>,
+    ) -> Self {
         let fleet = Fleet::default();
         Pacer {
             table,
@@ -103,6 +111,17 @@ impl Pacer {
             load_first: 0,
             last_start: None,
             gap: Duration::ZERO,
+            clock,
+        }
+    }
+
+    /// Now on the wall clock the fleet's slot grid is cut by (ms since the epoch). Each node
+    /// reads its own clock: one that is off takes its turns off the grid, and its commits
+    /// then meet the others' in their slots (409s, which the turns absorb, see [`Fleet`]).
+    fn now_ms(&self) -> i64 {
+        match &self.clock {
+            Some(clock) => clock(),
+            None => chrono::Utc::now().timestamp_millis(),
         }
     }
 
@@ -133,21 +152,18 @@ impl Pacer {
     /// Whether registrars take turns on this table now (two or more lanes present): a node
     /// then publishes what waits for its slot (see `intents`).
     pub(super) fn slotted(&self) -> bool {
-        self.fleet.turn(chrono::Utc::now().timestamp_millis()) != Turn::Alone
+        self.fleet.turn(self.now_ms()) != Turn::Alone
     }
 
     /// Whether this node takes turns committing (rather than only publishing, see [`Turn`]).
     pub(super) fn commits_in_turn(&self) -> bool {
-        matches!(
-            self.fleet.turn(chrono::Utc::now().timestamp_millis()),
-            Turn::Slot { .. }
-        )
+        matches!(self.fleet.turn(self.now_ms()), Turn::Slot { .. })
     }
 
     /// While this node does not take turns (the committers carry it): how long it leaves
     /// between its own attempts.
     pub(super) fn fallback_ms(&self) -> Option<u64> {
-        match self.fleet.turn(chrono::Utc::now().timestamp_millis()) {
+        match self.fleet.turn(self.now_ms()) {
             Turn::Carried { fallback } => Some(fallback),
             Turn::Alone | Turn::Slot { .. } => None,
         }
@@ -233,7 +249,7 @@ impl Pacer {
     /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
     fn read_lanes(&mut self, metadata: &TableMetadata) {
         let newest = metadata.current_snapshot_id();
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let now_ms = self.now_ms();
         let horizon = now_ms - self.fleet.memory_ms(now_ms);
         let mut at = metadata.current_snapshot();
         for _ in 0..LANES_LOOKBACK {
@@ -249,6 +265,11 @@ impl Pacer {
             if !summary.contains_key(WRITER) {
                 let at = snapshot.timestamp_ms();
                 self.other_kind_seen_ms = Some(self.other_kind_seen_ms.map_or(at, |s| s.max(at)));
+            }
+            if let Some(lanes) = summary.get(CARRIED_LANES) {
+                for lane in lanes.split(',').filter(|l| is_lane(l)) {
+                    self.fleet.carried(lane, snapshot.timestamp_ms());
+                }
             }
             if let Some(lane) = summary.get(LANE) {
                 if summary
@@ -279,7 +300,7 @@ impl Pacer {
         let since_start = self
             .last_start
             .map_or(Duration::ZERO, |s| now.duration_since(s));
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let now_ms = self.now_ms();
         let gap = match self.fleet.turn(now_ms) {
             Turn::Slot { start, slot } => {
                 tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
@@ -301,7 +322,7 @@ impl Pacer {
     /// The table's commit interval, as a gauge: the slot cycle when registrars take turns,
     /// else the adaptive pace.
     fn publish(&self) {
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let now_ms = self.now_ms();
         let interval = match self.fleet.cycle_ms(now_ms) {
             Some(ms) => Duration::from_millis(ms),
             None => self.pace.interval(),
@@ -387,6 +408,9 @@ impl Pace {
 /// committer, i.e. per process and table), so that registrars sharing a table can count each
 /// other and take turns.
 pub(crate) const LANE: &str = "thadam.lane";
+/// Snapshot summary key: the lanes of the nodes whose intents the snapshot carries (comma
+/// separated): a node that only publishes never commits, and is known to the fleet by them.
+pub(crate) const CARRIED_LANES: &str = "thadam.carried-lanes";
 /// Snapshot summary key: the slot length that registrar needs (from its commit round trip, see
 /// [`desired_slot`]), in ms: the fleet's slot is the largest of them.
 pub(crate) const SLOT_MS: &str = "thadam.slot-ms";
@@ -403,6 +427,8 @@ pub(super) const MAX_LANES: usize = 1024;
 pub(super) const COMMITTERS: usize = 8;
 /// The least time between a non-committing lane's own attempts.
 pub(super) const MIN_FALLBACK_MS: u64 = 5_000;
+/// At most this many fallback attempts per slot across a fleet (see [`fallback_ms`]).
+pub(super) const FALLBACK_LOADS_PER_SLOT: u64 = 8;
 /// Slot lengths are multiples of this.
 pub(super) const SLOT_UNIT_MS: u64 = 50;
 pub(super) const MIN_SLOT_MS: u64 = 100;
@@ -490,6 +516,21 @@ impl Fleet {
             }
             return;
         }
+        self.insert(lane, at_ms, slot_ms);
+    }
+
+    /// Notes that an intent of `lane` was carried by a snapshot committed at `at_ms`: the lane
+    /// is present (it publishes), the slot it needs is what it last published itself.
+    pub(super) fn carried(&mut self, lane: &str, at_ms: i64) {
+        if let Some(seen) = self.lanes.get_mut(lane) {
+            seen.0 = seen.0.max(at_ms);
+            return;
+        }
+        self.insert(lane, at_ms, 0);
+    }
+
+    /// Adds a lane not seen before, the one seen longest ago making room at [`MAX_LANES`].
+    fn insert(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
         if self.lanes.len() >= MAX_LANES {
             // The lane seen longest ago makes room.
             if let Some(oldest) = self
@@ -596,27 +637,45 @@ impl Fleet {
         }
         let slot = fleet_slot(&present);
         let lanes = present.len().min(self.committers);
+        // Where only some lanes take turns, this node's own lane ranks only once the table has
+        // shown it (a commit of its own, or an intent of it carried): the others rank only the
+        // lanes they have seen, and a node invisible to them that ranked itself among the
+        // committers would commit in another's slot, lose, and stay invisible, cycle after
+        // cycle (64 nodes: 52 such 409s in the first 12 s).
+        let own_ranks = present.len() <= self.committers
+            || self
+                .lanes
+                .get(&self.own)
+                .is_some_and(|(at, _)| now_ms.saturating_sub(*at) <= self.memory_ms(now_ms));
         present
             .iter()
             .enumerate()
             .filter(|(rank, (lane, _))| {
-                *rank < lanes && (*lane == self.own || self.same_log.contains(*lane))
+                *rank < lanes && ((*lane == self.own && own_ranks) || self.same_log.contains(*lane))
             })
             .map(|(rank, _)| next_slot(now_ms, slot, lanes, rank))
             .min()
             .map_or(
                 Turn::Carried {
-                    // About the cycle all lanes would make: as many loads as taking turns.
-                    fallback: slot
-                        .saturating_mul(present.len() as u64)
-                        .max(MIN_FALLBACK_MS),
+                    fallback: fallback_ms(slot, present.len()),
                 },
                 |start| Turn::Slot { start, slot },
             )
     }
 }
 
-/// The slot every lane uses: the largest any of them needs.
+/// Whether `lane` looks like a lane ([`Fleet::default`]: hex digits), so that what another
+/// node wrote into an intent or a summary cannot put anything else into this node's summaries.
+pub(crate) fn is_lane(lane: &str) -> bool {
+    (1..=32).contains(&lane.len()) && lane.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The slot every lane uses: the largest any of them needs. Lanes that only publish count
+/// too, with the slot they published at their last commit of their own: counting only the
+/// committers' (150 ms where a 64-node fleet's first, contended seconds had raised others' to
+/// 0.8-1 s) doubled the commits and the table loads, and on two cores the loads' CPU cost more
+/// than the shorter slots won (p99 2.2-11.5 s against 0.9-1.1 s, `benches/contention.sh
+/// --nodes 64`, twice each).
 fn fleet_slot(present: &[(&str, u64)]) -> u64 {
     present
         .iter()
@@ -624,6 +683,22 @@ fn fleet_slot(present: &[(&str, u64)]) -> u64 {
         .max()
         .unwrap_or(0)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS)
+}
+
+/// How long a node that does not take turns leaves between its own attempts, in a fleet of
+/// `lanes` lanes with slots of `slot` ms: one cycle of the committers, at least
+/// [`MIN_FALLBACK_MS`], and at least one slot per [`FALLBACK_LOADS_PER_SLOT`] lanes, so that
+/// the fleet's fallback loads come to at most that many per slot whatever N is (1,000 nodes
+/// with 200 ms slots: 25 s, 40 loads a second). It is not the cycle all lanes would make: now
+/// that every publishing lane is present (`thadam.carried-lanes`), that cycle was 64 slots at
+/// 64 nodes, and a node learning only that late what was carried filled its pending intents
+/// and held its segments back until its fallback (p99 22.9 s, max 49 s).
+pub(super) fn fallback_ms(slot: u64, lanes: usize) -> u64 {
+    let lanes = u64::try_from(lanes).unwrap_or(u64::MAX);
+    let committers = u64::try_from(COMMITTERS).unwrap_or(u64::MAX);
+    slot.saturating_mul(committers)
+        .max(slot.saturating_mul(lanes) / FALLBACK_LOADS_PER_SLOT)
+        .max(MIN_FALLBACK_MS)
 }
 
 /// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
@@ -719,7 +794,7 @@ mod tests {
 
     #[test]
     fn a_pacer_widens_only_for_a_conflict_another_registrar_won_and_loads_first_after_others() {
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
         assert!(!p.loads_first());
         // A load that found pyiceberg's commits since snapshot 3: load first, no widening.
         p.loaded(&chain(5, &[1, 2, 3]), Some(3), true);
@@ -933,13 +1008,19 @@ mod tests {
                 }
             );
         }
-        // The others publish only, and attempt themselves about once per 20-lane cycle.
+        // The others publish only, and attempt themselves about once per committer cycle (at
+        // least 5 s).
         for own in ["l08", "l19"] {
             assert_eq!(fleet(own).turn(now), Turn::Carried { fallback: 5_000 });
         }
         let mut slow = fleet("l12");
-        slow.observe("l01", now, 500);
-        assert_eq!(slow.turn(now), Turn::Carried { fallback: 20 * 500 });
+        slow.observe("l01", now, 1_000);
+        assert_eq!(
+            slow.turn(now),
+            Turn::Carried {
+                fallback: 8 * 1_000
+            }
+        );
         // Without intents, every lane takes turns.
         let mut all = Fleet::new("l19".into());
         for i in 0..20 {
@@ -949,6 +1030,75 @@ mod tests {
         assert!(matches!(all.turn(now), Turn::Slot { .. }));
         // Alone, a carrying fleet of one is alone.
         assert_eq!(Fleet::new("x".into()).carrying().turn(now), Turn::Alone);
+    }
+
+    #[test]
+    fn a_lane_the_table_has_not_shown_does_not_take_turns_among_many() {
+        let now = 10_000_000;
+        // 20 lanes seen; this node's lane ("l00a", lowest after l00) not among them.
+        let mut f = Fleet::new("l00a".into()).carrying();
+        for i in 0..20 {
+            f.observe(&format!("l{i:02}"), now - 1_000, 200);
+        }
+        assert_eq!(
+            f.turn(now),
+            Turn::Carried {
+                fallback: MIN_FALLBACK_MS
+            }
+        );
+        // Once an intent of it was carried, it ranks (second lowest) and takes turns.
+        f.carried("l00a", now - 500);
+        assert_eq!(
+            f.turn(now),
+            Turn::Slot {
+                start: next_slot(now, 200, 8, 1),
+                slot: 200
+            }
+        );
+        // ... and a carried lane keeps the slot it published.
+        f.observe("l05", now - 400, 350);
+        f.carried("l05", now - 300);
+        assert_eq!(f.lanes.get("l05"), Some(&(now - 300, 350)));
+        // Seen long ago only: not ranked again until the table shows it anew.
+        let later = now + f.memory_ms(now) + 60_000;
+        for i in 0..20 {
+            f.observe(&format!("l{i:02}"), later - 1_000, 200);
+        }
+        assert!(matches!(f.turn(later), Turn::Carried { .. }));
+        // Among as few lanes as take turns anyway, an unseen lane ranks at once.
+        let mut small = Fleet::new("l00a".into()).carrying();
+        small.observe("l00", now - 1_000, 200);
+        small.observe("l01", now - 1_000, 200);
+        assert!(matches!(small.turn(now), Turn::Slot { .. }));
+    }
+
+    #[test]
+    fn carried_lanes_in_a_summary_make_their_nodes_present() {
+        let mut m = serde_json::to_value(chain(2, &[1, 2])).expect("json");
+        let now = chrono::Utc::now().timestamp_millis();
+        m["snapshots"][0]["timestamp-ms"] = json!(now - 2);
+        m["snapshots"][1]["timestamp-ms"] = json!(now - 1);
+        m["last-updated-ms"] = json!(now);
+        m["snapshots"][1]["summary"][LANE] = json!("00aa");
+        m["snapshots"][1]["summary"][CARRIED_LANES] = json!("00bb,00cc,not a lane,");
+        let m: TableMetadata = serde_json::from_value(m).expect("metadata");
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        p.read_lanes(&m);
+        let lanes: Vec<&str> = p.fleet.lanes.keys().map(String::as_str).collect();
+        assert_eq!(lanes, ["00aa", "00bb", "00cc"]);
+        assert!(is_lane("0123456789ab"));
+        assert!(!is_lane(""));
+        assert!(!is_lane("a,b"));
+        assert!(!is_lane(&"a".repeat(33)));
+    }
+
+    #[test]
+    fn the_fallback_is_a_committer_cycle_and_bounds_the_fleets_loads() {
+        assert_eq!(fallback_ms(200, 64), MIN_FALLBACK_MS);
+        assert_eq!(fallback_ms(850, 64), 8 * 850);
+        assert_eq!(fallback_ms(200, 1_000), 25_000);
+        assert_eq!(fallback_ms(MAX_SLOT_MS, MAX_LANES), 640_000);
+        assert_eq!(fallback_ms(u64::MAX, usize::MAX), u64::MAX);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
 use super::intents::Carried;
 use super::manifest_list::{MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
+use super::pacing::CARRIED_LANES;
 use super::{ReadySegment, data_file};
 use crate::error::Result;
 use crate::runtime::warn_once;
@@ -62,6 +63,8 @@ pub struct PreparedAppend<'a> {
     expire: Vec<i64>,
     /// Other nodes' (and this node's published) manifests the snapshot carries.
     carried: Option<&'a Carried>,
+    /// The snapshot's timestamp (ms since the epoch); `None`: now, when it is built.
+    timestamp_ms: Option<i64>,
 }
 
 /// Prepares the append of `batch` (already filtered against the committed set) in one
@@ -105,6 +108,7 @@ pub fn prepare_append<'a>(
         watermark: watermark.cloned(),
         expire: expire.to_vec(),
         carried: None,
+        timestamp_ms: None,
     })
 }
 
@@ -113,6 +117,12 @@ impl<'a> PreparedAppend<'a> {
     /// metrics win over it, as over every summary key).
     pub(crate) fn with_summary(mut self, key: &str, value: String) -> Self {
         self.properties.insert(key.to_string(), value);
+        self
+    }
+
+    /// Stamps the snapshot with `timestamp_ms` (this node's clock) instead of now.
+    pub(crate) fn at(mut self, timestamp_ms: i64) -> Self {
+        self.timestamp_ms = Some(timestamp_ms);
         self
     }
 
@@ -135,6 +145,11 @@ impl<'a> PreparedAppend<'a> {
         if !carried.guards.is_empty() {
             self.properties
                 .insert(CARRIED_MARKS.to_string(), carried.guards.join(","));
+        }
+        if !carried.lanes.is_empty() {
+            let lanes: Vec<&str> = carried.lanes.iter().map(String::as_str).collect();
+            self.properties
+                .insert(CARRIED_LANES.to_string(), lanes.join(","));
         }
         // This node's segments carried as its own intents lie below its new files' (catalog
         // order): the snapshot's catalog seq covers both.
@@ -216,7 +231,10 @@ impl<'a> PreparedAppend<'a> {
             .with_sequence_number(next_seq)
             .with_summary(summary)
             .with_schema_id(metadata.current_schema_id())
-            .with_timestamp_ms(chrono::Utc::now().timestamp_millis());
+            .with_timestamp_ms(
+                self.timestamp_ms
+                    .unwrap_or_else(|| chrono::Utc::now().timestamp_millis()),
+            );
         let snapshot = match next_row_id {
             Some(next) => snapshot
                 .with_row_range(first_row_id, next.saturating_sub(first_row_id))

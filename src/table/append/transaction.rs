@@ -40,6 +40,7 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
 
 use super::attempts::AppendAttempts;
+use super::hooks::Clock;
 use super::intents::{Carried, Intents, MarkRaise};
 use super::pacing::Pacer;
 use super::producer::{AppendCommit, prepare_append};
@@ -190,9 +191,15 @@ pub(crate) struct BatchCommit {
 impl BatchCommit {
     /// `min_interval`: `commit.min_interval`, the least gap between two batches' starts;
     /// `intents`: `commit.intents` (see `intents`).
-    pub(crate) fn new(name: TableName, min_interval: Duration, intents: bool) -> Self {
+    /// `clock`: the node's wall clock when a test sets one (`Hooks::node_clock`).
+    pub(crate) fn new(
+        name: TableName,
+        min_interval: Duration,
+        intents: bool,
+        clock: Option<Clock>,
+    ) -> Self {
         BatchCommit {
-            pacer: Pacer::new(name.to_string(), min_interval, intents),
+            pacer: Pacer::new(name.to_string(), min_interval, intents, clock),
             intents: Intents::new(name.to_string(), intents),
             name,
             retry: None,
@@ -259,8 +266,12 @@ impl BatchCommit {
         let mut window_start = now;
         if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
             self.write_ahead_of_load(env, held, input.batch).await;
+            // A node that does not take turns reads the intents only if it commits after all
+            // (`gather` lists then): most of its attempts leave everything to the committers,
+            // and a listing each would read every other node's intents, N² reads a fleet.
             if !input.batch.is_empty()
                 && self.intents.lists(self.pacer.slotted())
+                && self.pacer.fallback_ms().is_none()
                 && let Some(table) = held.table()
             {
                 let table = table.clone();
@@ -426,7 +437,8 @@ impl BatchCommit {
                 watermark.as_ref(),
                 &expire.snapshot_ids,
             )?
-            .with_carried(&fleet);
+            .with_carried(&fleet)
+            .at(env.node_now_ms());
             for (key, value) in self.pacer.summary() {
                 append = append.with_summary(key, value);
             }

@@ -63,8 +63,10 @@ const SEEN_LIMIT: usize = 4_096;
 const READ_CONCURRENCY: usize = 8;
 /// How long a prefetched listing stands for the attempt's own.
 const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
-/// The most intents of this node pending at once: past it, segments wait for the slot.
-const OWN_LIMIT: usize = 64;
+/// The most intents of this node pending at once: past it, segments wait for the slot. A node
+/// that does not take turns learns what was carried at its fallback (up to a committer cycle
+/// of 5 s slots, 40 s), publishing about once a second meanwhile.
+const OWN_LIMIT: usize = 256;
 
 /// A listing read ahead of the load: the table UUID it was checked for, when, and the intents.
 type Prefetched = (String, std::time::Instant, Listed);
@@ -103,6 +105,9 @@ pub(crate) struct Carried {
     /// Per intent of another node: `property=seq`, the watermark that covers its segments once
     /// it reaches `seq` (an empty property: none ever does), for snapshot retention.
     pub guards: Vec<String>,
+    /// The lanes of the other nodes whose intents it carries (`thadam.carried-lanes`): a node
+    /// that only publishes is seen by the fleet through them (see `pacing`).
+    pub lanes: std::collections::BTreeSet<String>,
     /// The intents carried: key, whether ours, when published.
     keys: Vec<(ObjectPath, bool, i64)>,
     /// This node's intents given up in this attempt: their segments go as new files.
@@ -453,6 +458,9 @@ impl Intents {
             if *own {
                 carried.own_max_seq = carried.own_max_seq.max(Some(record.max_seq));
             } else {
+                if crate::table::append::pacing::is_lane(&record.lane) {
+                    carried.lanes.insert(record.lane.clone());
+                }
                 let property = record
                     .watermark
                     .as_ref()
