@@ -26,6 +26,12 @@
 //! from then on filters those segments out), or by anyone after the grace period (its manifest
 //! is then left: the carrier cannot know the publisher's commit did not land with it).
 //!
+//! Each carrying snapshot names its publishers' lanes (`thadam.carried-lanes`), so that every
+//! node knows the nodes that only publish and ranks the same committers (`pacing`). A node that
+//! does not take turns reads the intents only when it commits after all (in `gather`), never at
+//! the attempts that leave its segments to the committers: those would have every node read
+//! every other node's intents.
+//!
 //! A lone registrar never publishes, and lists only once, at its first commit (so that a node
 //! coming back carries what was left while it was away); neither does more where no lanes are
 //! seen (a catalog that keeps only the current snapshot shows other lanes one load at a time).
