@@ -328,25 +328,44 @@ impl BeforeAppend for Cutoff {
     }
 }
 
+/// How long a cut node's batches wait after its warm-up (`commit.min_interval`): longer than
+/// the flow, so that everything it is fed is published before its first attempt hangs.
+const HOLD_BACK: Duration = Duration::from_secs(15);
+
+/// A tuning whose appends pass `hook` first.
+fn hooked(hook: impl BeforeAppend + 'static) -> Tuning {
+    Tuning {
+        hooks: Hooks {
+            before_append: Some(Arc::new(hook)),
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    }
+}
+
+/// A node whose catalog link goes down after its warm-up: the sender that brings it back, and
+/// the node's tuning.
+fn cut_off() -> (tokio::sync::watch::Sender<bool>, Tuning) {
+    let (release, released) = tokio::sync::watch::channel(false);
+    let tuning = hooked(Cutoff {
+        calls: AtomicUsize::new(0),
+        released,
+    });
+    (release, tuning)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_back() {
     common::metrics::recorder();
     let h = Harness::new("intents-cut");
     let table = format!("{}.{DATASET}", h.namespace.join("."));
     let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("c{i}"))).collect();
-    let (release, released) = tokio::sync::watch::channel(false);
-    let cutoff = Tuning {
-        hooks: Hooks {
-            before_append: Some(Arc::new(Cutoff {
-                calls: AtomicUsize::new(0),
-                released,
-            })),
-            ..Hooks::default()
-        },
-        ..Tuning::default()
-    };
+    let (release, cutoff) = cut_off();
     // The cut node warms up last, so that its warm-up commit shows it the others' lanes: it
-    // takes turns (and so publishes) from its first batch on.
+    // takes turns (and so publishes) from its first batch on. Its batches wait 15 s after its
+    // warm-up (`commit.min_interval`), so that it publishes the flow before its first attempt
+    // hangs: its slot could otherwise come before its first batch had waited at all.
+    nodes[2].config.commit.min_interval = HOLD_BACK;
     let handles = warm_up(
         &h,
         &mut nodes,
@@ -546,20 +565,11 @@ async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
     let h = Harness::new("intents-race");
     let table = format!("{}.{DATASET}", h.namespace.join("."));
     let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("r{i}"))).collect();
-    let (release, released) = tokio::sync::watch::channel(false);
-    let cutoff = Tuning {
-        hooks: Hooks {
-            before_append: Some(Arc::new(Cutoff {
-                calls: AtomicUsize::new(0),
-                released,
-            })),
-            ..Hooks::default()
-        },
-        ..Tuning::default()
-    };
+    let (release, cutoff) = cut_off();
     // r0 and r1 warm up and stop; r2 (the publisher) warms up last, so it sees their lanes and
-    // takes turns: its next batch is published while it waits for its slot, and then it cannot
-    // commit (its catalog link is down).
+    // takes turns: its next batch is published while it waits (held back, see HOLD_BACK), and
+    // then it cannot commit (its catalog link is down).
+    nodes[2].config.commit.min_interval = HOLD_BACK;
     let mut handles = warm_up(
         &h,
         &mut nodes,
@@ -595,17 +605,11 @@ async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
     let mut carriers = Vec::new();
     for node in nodes.iter_mut().take(2) {
         node.ship(&h).await;
-        let together = Tuning {
-            hooks: Hooks {
-                before_append: Some(Arc::new(Together {
-                    calls: AtomicUsize::new(0),
-                    barrier: Arc::clone(&barrier),
-                    met: Arc::clone(&met),
-                })),
-                ..Hooks::default()
-            },
-            ..Tuning::default()
-        };
+        let together = hooked(Together {
+            calls: AtomicUsize::new(0),
+            barrier: Arc::clone(&barrier),
+            met: Arc::clone(&met),
+        });
         carriers.push(node.start(together).await);
     }
     for (handle, node) in carriers.iter().zip(&nodes) {
