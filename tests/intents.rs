@@ -14,12 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use common::demo;
-use common::{Harness, assert_exactly_once};
+use common::{Harness, assert_exactly_once, stop, wait_handled};
 use thadam_iceberg::config::RegistrarConfig;
 use thadam_iceberg::protocol::segment_log::{SegmentLogTail, SegmentLogWriter};
 use thadam_iceberg::testing::{BeforeAppend, Hooks, ReadySegment, TableName};
@@ -85,27 +84,26 @@ impl Node {
     }
 }
 
+/// A fleet of `n` nodes (`prefix0`, `prefix1`, ...) on the harness's table, with the metrics
+/// recorder installed: the harness, the table's name and the nodes.
+fn fleet(h: Harness, prefix: &str, n: usize) -> (Harness, String, Vec<Node>) {
+    common::metrics::recorder();
+    let table = format!("{}.{DATASET}", h.namespace.join("."));
+    let nodes = (0..n)
+        .map(|i| Node::new(&h, &format!("{prefix}{i}")))
+        .collect();
+    (h, table, nodes)
+}
+
+/// Every shipped segment is in the table once (Rust reader and pyiceberg), and no intent is
+/// left under the table's directory.
+async fn assert_done(h: &Harness, nodes: &[Node], uuid: &str) {
+    assert_table_holds(h, nodes).await;
+    assert!(intents_left(h, uuid).await.is_empty(), "no intent is left");
+}
+
 fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
     common::metrics::counter(name, labels) as u64
-}
-
-/// Waits until `handle` has handled `n` segments (hang guard: two minutes).
-async fn handled(
-    handle: &RegistrarHandle,
-    n: u64,
-) -> thadam_iceberg::runtime::status::RegistrarStatus {
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        handle.wait_until(|s| s.handled() >= n),
-    )
-    .await
-    .expect("the node caught up in time (hang guard)")
-    .expect("no fatal error")
-}
-
-async fn stop(handle: RegistrarHandle) {
-    handle.stop();
-    handle.wait().await.expect("clean stop");
 }
 
 /// Every node registers its warm-up segment (the first creates the table), so that every node
@@ -117,7 +115,7 @@ async fn warm_up(h: &Harness, nodes: &mut [Node], tunings: Vec<Tuning>) -> Vec<R
     let mut handles = Vec::new();
     for (node, tuning) in nodes.iter().zip(tunings) {
         let handle = node.start(tuning).await;
-        handled(&handle, 1).await;
+        wait_handled(&handle, 1).await;
         handles.push(handle);
     }
     handles
@@ -146,13 +144,7 @@ async fn table_uuid(h: &Harness) -> String {
 
 /// The objects under the table's intent directory.
 async fn intents_left(h: &Harness, uuid: &str) -> Vec<String> {
-    let dir = intent_dir(h, uuid);
-    h.store
-        .list(Some(&dir))
-        .map_ok(|m| m.location.to_string())
-        .try_collect()
-        .await
-        .expect("list intents")
+    common::keys_under(h.store.as_ref(), intent_dir(h, uuid).as_ref()).await
 }
 
 fn intent_dir(h: &Harness, uuid: &str) -> ObjectPath {
@@ -180,10 +172,7 @@ async fn assert_table_holds(h: &Harness, nodes: &[Node]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit() {
-    common::metrics::recorder();
-    let h = Harness::new("intents");
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..4).map(|i| Node::new(&h, &format!("n{i}"))).collect();
+    let (h, table, mut nodes) = fleet(Harness::new("intents"), "n", 4);
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 4]).await;
     let uuid = table_uuid(&h).await;
 
@@ -213,7 +202,7 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     let each = nodes[0].keys.len() as u64;
     let mut carried = 0;
     for handle in &handles {
-        carried += handled(handle, each)
+        carried += wait_handled(handle, each)
             .await
             .tables
             .values()
@@ -356,10 +345,7 @@ fn cut_off() -> (tokio::sync::watch::Sender<bool>, Tuning) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_back() {
-    common::metrics::recorder();
-    let h = Harness::new("intents-cut");
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("c{i}"))).collect();
+    let (h, table, mut nodes) = fleet(Harness::new("intents-cut"), "c", 3);
     let (release, cutoff) = cut_off();
     // The cut node warms up last, so that its warm-up commit shows it the others' lanes: it
     // takes turns (and so publishes) from its first batch on. Its batches wait 15 s after its
@@ -375,8 +361,8 @@ async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_b
     let cut_uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 12, Duration::from_millis(300)).await;
     let each = nodes[0].keys.len() as u64;
-    handled(&handles[0], each).await;
-    handled(&handles[1], each).await;
+    wait_handled(&handles[0], each).await;
+    wait_handled(&handles[1], each).await;
 
     // Node c2 has not committed since its warm-up, yet its published segments are in the table.
     let c2: Vec<String> = nodes[2].keys[1..]
@@ -410,7 +396,7 @@ async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_b
     // The link comes back; c2 finishes (what was carried counts as handled), then restarts as
     // a new process and finds everything registered.
     release.send(true).expect("release");
-    let status = handled(&handles[2], each).await;
+    let status = wait_handled(&handles[2], each).await;
     let carried: u64 = status.tables.values().map(|t| t.carried).sum();
     assert!(
         carried as usize >= in_table,
@@ -420,23 +406,16 @@ async fn a_node_that_cannot_commit_is_carried_and_registers_nothing_twice_when_b
         stop(handle).await;
     }
     let again = nodes[2].start(Tuning::default()).await;
-    let status = handled(&again, each).await;
+    let status = wait_handled(&again, each).await;
     let registered: u64 = status.tables.values().map(|t| t.registered).sum();
     assert_eq!(registered, 0, "the restarted node registers nothing twice");
     stop(again).await;
-    assert_table_holds(&h, &nodes).await;
-    assert!(
-        intents_left(&h, &cut_uuid).await.is_empty(),
-        "no intent is left"
-    );
+    assert_done(&h, &nodes, &cut_uuid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() {
-    common::metrics::recorder();
-    let h = Harness::new("intents-mixed");
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("m{i}"))).collect();
+    let (h, table, mut nodes) = fleet(Harness::new("intents-mixed"), "m", 3);
     // m2 runs with the feature off (as an older version would): it neither publishes nor carries.
     nodes[2].config.commit.intents = false;
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
@@ -445,7 +424,7 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     let each = nodes[0].keys.len() as u64;
     let mut statuses = Vec::new();
     for handle in &handles {
-        statuses.push(handled(handle, each).await);
+        statuses.push(wait_handled(handle, each).await);
     }
     for handle in handles {
         stop(handle).await;
@@ -472,7 +451,7 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
         node.ship(&lone).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    handled(&handle, node.keys.len() as u64).await;
+    wait_handled(&handle, node.keys.len() as u64).await;
     stop(handle).await;
     let lone_uuid = table_uuid(&lone).await;
     assert_eq!(
@@ -491,22 +470,23 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
     if common::Catalog::Nessie.skipped() {
         return;
     }
-    common::metrics::recorder();
-    let h = Harness::with(
-        "intents-nessie",
-        common::Options {
-            catalog: common::Catalog::Nessie,
-            ..common::Options::default()
-        },
+    let (h, table, mut nodes) = fleet(
+        Harness::with(
+            "intents-nessie",
+            common::Options {
+                catalog: common::Catalog::Nessie,
+                ..common::Options::default()
+            },
+        ),
+        "s",
+        3,
     );
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("s{i}"))).collect();
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 10, Duration::from_millis(300)).await;
     let each = nodes[0].keys.len() as u64;
     for handle in &handles {
-        handled(handle, each).await;
+        wait_handled(handle, each).await;
     }
     for handle in handles {
         stop(handle).await;
@@ -561,10 +541,7 @@ fn conflicts(table: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
-    common::metrics::recorder();
-    let h = Harness::new("intents-race");
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(&h, &format!("r{i}"))).collect();
+    let (h, table, mut nodes) = fleet(Harness::new("intents-race"), "r", 3);
     let (release, cutoff) = cut_off();
     // r0 and r1 warm up and stop; r2 (the publisher) warms up last, so it sees their lanes and
     // takes turns: its next batch is published while it waits (held back, see HOLD_BACK), and
@@ -613,7 +590,7 @@ async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
         carriers.push(node.start(together).await);
     }
     for (handle, node) in carriers.iter().zip(&nodes) {
-        handled(handle, node.keys.len() as u64).await;
+        wait_handled(handle, node.keys.len() as u64).await;
     }
     assert_eq!(
         met.load(Ordering::SeqCst),
@@ -648,26 +625,19 @@ async fn two_nodes_that_commit_the_same_intent_at_once_register_it_once() {
 
     // The publisher's link comes back: its held commit is refused, and it registers nothing.
     release.send(true).expect("release");
-    let status = handled(&publisher, nodes[2].keys.len() as u64).await;
+    let status = wait_handled(&publisher, nodes[2].keys.len() as u64).await;
     let registered: u64 = status.tables.values().map(|t| t.registered).sum();
     assert_eq!(registered, 1, "the publisher registers only its warm-up");
     for handle in carriers {
         stop(handle).await;
     }
     stop(publisher).await;
-    assert_table_holds(&h, &nodes).await;
-    assert!(
-        intents_left(&h, &uuid).await.is_empty(),
-        "no intent is left"
-    );
+    assert_done(&h, &nodes, &uuid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fleet_with_nodes_whose_clocks_are_slots_off_lands_everything_once() {
-    common::metrics::recorder();
-    let h = Harness::new("intents-skew");
-    let table = format!("{}.{DATASET}", h.namespace.join("."));
-    let mut nodes: Vec<Node> = (0..4).map(|i| Node::new(&h, &format!("k{i}"))).collect();
+    let (h, table, mut nodes) = fleet(Harness::new("intents-skew"), "k", 4);
     // Each node its own sink id, so that its snapshots can be told apart by `thadam.writer`.
     for node in &mut nodes {
         node.config.id = format!("sink-{}", node.name);
@@ -697,16 +667,12 @@ async fn a_fleet_with_nodes_whose_clocks_are_slots_off_lands_everything_once() {
     let each = nodes[0].keys.len() as u64;
     let mut statuses = Vec::new();
     for handle in &handles {
-        statuses.push(handled(handle, each).await);
+        statuses.push(wait_handled(handle, each).await);
     }
     for handle in handles {
         stop(handle).await;
     }
-    assert_table_holds(&h, &nodes).await;
-    assert!(
-        intents_left(&h, &uuid).await.is_empty(),
-        "no intent is left"
-    );
+    assert_done(&h, &nodes, &uuid).await;
 
     // The skew was real: a snapshot of k0 is stamped later than the next commit after it.
     let t = h.table(DATASET).await.expect("table");

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Harness, Options, manifest_entries, py};
-use futures::TryStreamExt;
 use object_store::ObjectStore;
 use thadam_iceberg::Tuning;
 use thadam_iceberg::testing::Hooks;
@@ -50,13 +49,10 @@ fn harness(test: &str, extra: &str) -> Harness {
 
 /// Every object key under the harness's prefix.
 async fn objects(h: &Harness) -> BTreeSet<String> {
-    let prefix = object_store::path::Path::from(h.prefix.as_str());
-    h.store
-        .list(Some(&prefix))
-        .map_ok(|m| m.location.to_string())
-        .try_collect()
+    common::keys_under(h.store.as_ref(), &h.prefix)
         .await
-        .expect("list bucket")
+        .into_iter()
+        .collect()
 }
 
 /// Runs a registrar with `tuning` until it has handled `n` segments; returns how many it

@@ -15,11 +15,11 @@ use async_trait::async_trait;
 use common::{Harness, Options, assert_exactly_once, py};
 use futures::TryStreamExt;
 use iceberg::table::Table;
+use thadam_iceberg::RegistrarStatus;
 use thadam_iceberg::Tuning;
 use thadam_iceberg::testing::BeforeAppend;
 use thadam_iceberg::testing::ReadySegment;
 use thadam_iceberg::testing::TableName;
-use thadam_iceberg::{RegistrarHandle, RegistrarStatus};
 
 const DATASET: &str = "telemetry";
 
@@ -56,17 +56,6 @@ fn commits(ident: &str, outcome: &str) -> u64 {
         "thadam_iceberg_commits_total",
         &[("table", ident), ("outcome", outcome)],
     ) as u64
-}
-
-/// Waits (hang guard only) until `handle` has handled `n` segments; leaves it running.
-async fn wait_handled(handle: &RegistrarHandle, n: u64) -> RegistrarStatus {
-    tokio::time::timeout(
-        Duration::from_secs(180),
-        handle.wait_until(|s| s.handled() >= n),
-    )
-    .await
-    .expect("registrar caught up in time (hang guard)")
-    .expect("registrar ran without a fatal error")
 }
 
 /// `(registered, skipped)` of the run's only table.
@@ -322,7 +311,7 @@ async fn a_compaction_between_two_registrar_commits_registers_nothing_again() {
     let ident = ident(&h);
     let mut keys = h.ship_many(0, 10, 5).await;
     let handle = h.start_with(h.config.clone(), batches_of(3)).await;
-    wait_handled(&handle, 10).await;
+    common::wait_handled(&handle, 10).await;
 
     // The registrar is running and idle; another writer rewrites every row into one file.
     let out = py::run(COMPACT, &[&ident]);
@@ -407,7 +396,7 @@ async fn a_rival_expiring_snapshots_meanwhile_loses_nothing() {
     let handle = h
         .start_with(h.config.clone(), common::one_per_commit())
         .await;
-    wait_handled(&handle, 6).await;
+    common::wait_handled(&handle, 6).await;
 
     // Between two registrar commits: another writer expires all but the current snapshot.
     assert_eq!(expire(&ident), 1);

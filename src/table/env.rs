@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentHistory;
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
-use crate::table::append::hooks::Hooks;
+use crate::table::append::hooks::{self, Hooks};
 
 /// What a table's writer borrows from the registrar (see the module docs).
 #[derive(Clone, Copy)]
@@ -38,19 +38,13 @@ impl Env<'_> {
 
     /// Now, by the test clock when there is one.
     pub fn now_ms(&self) -> i64 {
-        match &self.hooks.clock {
-            Some(clock) => clock(),
-            None => chrono::Utc::now().timestamp_millis(),
-        }
+        hooks::now_ms(self.hooks.clock.as_ref())
     }
 
     /// Now by this node's wall clock (its snapshots' timestamps): the test's skewed clock when
     /// there is one.
     pub fn node_now_ms(&self) -> i64 {
-        match &self.hooks.node_clock {
-            Some(clock) => clock(),
-            None => chrono::Utc::now().timestamp_millis(),
-        }
+        hooks::now_ms(self.hooks.node_clock.as_ref())
     }
 
     /// `sink.iceberg_table_missing` for `table`: where it was looked for (`catalog_uri` formats

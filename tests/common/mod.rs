@@ -490,15 +490,8 @@ impl Harness {
 
     /// Runs `handle` until it has handled `n` segments, then stops it cleanly.
     pub async fn finish(handle: RegistrarHandle, n: u64) -> RegistrarStatus {
-        let status = tokio::time::timeout(
-            Duration::from_secs(180),
-            handle.wait_until(|s| s.handled() >= n),
-        )
-        .await
-        .expect("registrar caught up in time (hang guard)")
-        .expect("registrar ran without a fatal error");
-        handle.stop();
-        handle.wait().await.expect("clean stop");
+        let status = wait_handled(&handle, n).await;
+        stop(handle).await;
         status
     }
 
@@ -700,4 +693,31 @@ pub fn one_per_commit() -> thadam_iceberg::Tuning {
         max_batch: 1,
         ..Default::default()
     }
+}
+
+/// Waits (hang guard only) until `handle` has handled `n` segments; leaves it running.
+pub async fn wait_handled(handle: &RegistrarHandle, n: u64) -> RegistrarStatus {
+    tokio::time::timeout(
+        Duration::from_secs(180),
+        handle.wait_until(|s| s.handled() >= n),
+    )
+    .await
+    .expect("registrar caught up in time (hang guard)")
+    .expect("registrar ran without a fatal error")
+}
+
+/// Stops `handle` and waits until it stopped cleanly.
+pub async fn stop(handle: RegistrarHandle) {
+    handle.stop();
+    handle.wait().await.expect("clean stop");
+}
+
+/// The keys of every object under `prefix` in the test bucket.
+pub async fn keys_under(store: &dyn ObjectStore, prefix: &str) -> Vec<String> {
+    store
+        .list(Some(&object_store::path::Path::from(prefix)))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .expect("list the bucket")
 }

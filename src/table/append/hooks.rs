@@ -24,6 +24,14 @@ pub trait BeforeAppend: Send + Sync {
 /// The wall clock, in milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// Now by `clock` when a test set one, else by the system's clock (ms since the epoch).
+pub(crate) fn now_ms(clock: Option<&Clock>) -> i64 {
+    match clock {
+        Some(clock) => clock(),
+        None => chrono::Utc::now().timestamp_millis(),
+    }
+}
+
 #[derive(Clone, Default)]
 pub struct Hooks {
     pub before_append: Option<Arc<dyn BeforeAppend>>,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use iceberg::spec::TableMetadata;
 
-use super::hooks::Clock;
+use super::hooks::{self, Clock};
 use crate::table::committed::{WATERMARK_KEY, WRITER};
 
 /// How many commits load the table first after another writer's commit was seen.
@@ -119,10 +119,7 @@ impl Pacer {
     /// reads its own clock: one that is off takes its turns off the grid, and its commits
     /// then meet the others' in their slots (409s, which the turns absorb, see [`Fleet`]).
     fn now_ms(&self) -> i64 {
-        match &self.clock {
-            Some(clock) => clock(),
-            None => chrono::Utc::now().timestamp_millis(),
-        }
+        hooks::now_ms(self.clock.as_ref())
     }
 
     /// A batch's first attempt starts now.
@@ -631,7 +628,8 @@ impl Fleet {
     /// A lane that stops committing drops out of the others' memory, so the committers stay
     /// the lowest lanes of those that commit; one that commits as a fallback joins them.
     pub(super) fn turn(&self, now_ms: i64) -> Turn {
-        let present = self.present(now_ms);
+        let memory = self.memory_ms(now_ms);
+        let present = self.present_within(now_ms, memory);
         if !self.others_present(&present) {
             return Turn::Alone;
         }
@@ -646,7 +644,7 @@ impl Fleet {
             || self
                 .lanes
                 .get(&self.own)
-                .is_some_and(|(at, _)| now_ms.saturating_sub(*at) <= self.memory_ms(now_ms));
+                .is_some_and(|(at, _)| now_ms.saturating_sub(*at) <= memory);
         present
             .iter()
             .enumerate()

@@ -301,14 +301,9 @@ impl BatchCommit {
                 carried.extend(self.intents.carried_by_others(env.store, &holds).await);
             }
             if self.leaves_to_committers(env, held, &todo).await {
-                self.retry = None;
                 self.pacer.deferred();
-                self.batch_over(held, None).await;
-                return Ok(Attempted {
-                    found,
-                    carried,
-                    outcome: Outcome::Deferred,
-                });
+                let outcome = Outcome::Deferred;
+                return Ok(self.no_commit(held, found, carried, outcome).await);
             }
             // A slot owner with nothing of its own still carries the fleet's intents.
             let carries_only = todo.is_empty()
@@ -317,13 +312,8 @@ impl BatchCommit {
                 && held.table().is_some();
             if todo.is_empty() && !carries_only {
                 // Registered already (an earlier attempt whose answer was lost, another writer).
-                self.retry = None;
-                self.batch_over(held, None).await;
-                return Ok(Attempted {
-                    found,
-                    carried,
-                    outcome: Outcome::AlreadyRegistered,
-                });
+                let outcome = Outcome::AlreadyRegistered;
+                return Ok(self.no_commit(held, found, carried, outcome).await);
             }
             // 3. Creation and schema evolution.
             let filtered_against = held.version();
@@ -403,13 +393,8 @@ impl BatchCommit {
                 Carried::default()
             };
             if carries_only && fleet.is_empty() {
-                self.retry = None;
-                self.batch_over(held, None).await;
-                return Ok(Attempted {
-                    found,
-                    carried,
-                    outcome: Outcome::AlreadyRegistered,
-                });
+                let outcome = Outcome::AlreadyRegistered;
+                return Ok(self.no_commit(held, found, carried, outcome).await);
             }
             let direct: Vec<ReadySegment> = todo
                 .iter()
@@ -981,6 +966,24 @@ impl BatchCommit {
                 }
             }
             _ = shutdown.requested() => {}
+        }
+    }
+
+    /// The batch ends with no commit from this node (`outcome`: registered already, or left to
+    /// the fleet's committers): nothing is retried, and what its attempts wrote is cleaned up.
+    async fn no_commit(
+        &mut self,
+        held: &HeldTable,
+        found: Vec<UploadedSegment>,
+        carried: HashSet<u64>,
+        outcome: Outcome,
+    ) -> Attempted {
+        self.retry = None;
+        self.batch_over(held, None).await;
+        Attempted {
+            found,
+            carried,
+            outcome,
         }
     }
 

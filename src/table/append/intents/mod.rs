@@ -53,6 +53,7 @@ pub(crate) use record::{IntentRecord, ManifestRef, MarkRaise};
 use select::{Candidate, Context, Selection, mark_seq, select};
 
 use super::ReadySegment;
+use super::pacing::is_lane;
 use crate::runtime::warn_once;
 use crate::table::committed::{SegmentId, encode_ids};
 
@@ -464,7 +465,7 @@ impl Intents {
             if *own {
                 carried.own_max_seq = carried.own_max_seq.max(Some(record.max_seq));
             } else {
-                if crate::table::append::pacing::is_lane(&record.lane) {
+                if is_lane(&record.lane) {
                     carried.lanes.insert(record.lane.clone());
                 }
                 let property = record
