@@ -26,6 +26,8 @@ use thadam_iceberg::{Registrar, RegistrarHandle, Tuning};
 
 const DATASET: &str = "telemetry";
 const ROWS: u64 = 5;
+/// `commit.manifest.min-count-to-merge` of the first test's table.
+const MIN_COUNT: usize = 8;
 
 /// One edge node: its own segment log and config.
 struct Node {
@@ -175,6 +177,12 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     let (h, table, mut nodes) = fleet(Harness::new("intents"), "n", 4);
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 4]).await;
     let uuid = table_uuid(&h).await;
+    // Each intent is a manifest of its own: the table's merge policy must still hold, or the
+    // manifest list grows by one per intent (a reader then opens thousands of manifests).
+    common::py::set_properties(
+        &table,
+        &[("commit.manifest.min-count-to-merge", &MIN_COUNT.to_string())],
+    );
 
     // What no node may commit: a corrupt intent, one for another fleet's url, one naming a
     // manifest outside the table's metadata.
@@ -276,6 +284,25 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     for lane in carried_lanes {
         assert!(lanes.contains(lane), "{lane} is a lane of the fleet");
     }
+
+    // Carrying commits merge like any append: below the minimum count, or the last commit's
+    // new manifests and one merge of the rest.
+    let list = common::current_manifest_list(&t).await;
+    let current = t.metadata().current_snapshot_id().expect("a snapshot");
+    let new = list
+        .entries()
+        .iter()
+        .filter(|m| m.added_snapshot_id == current && m.added_files_count.unwrap_or(0) > 0)
+        .count();
+    println!(
+        "manifests in the current snapshot: {} ({new} of them new), min count {MIN_COUNT}",
+        list.entries().len()
+    );
+    assert!(
+        list.entries().len() <= MIN_COUNT.max(new + 1),
+        "the manifest list stays short: {} manifests",
+        list.entries().len()
+    );
 }
 
 /// An intent as a node of another fleet (or a broken one) could leave: well-formed, for this

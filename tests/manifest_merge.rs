@@ -15,20 +15,6 @@ use iceberg::table::Table;
 
 const DATASET: &str = "telemetry";
 
-/// Sets table properties through pyiceberg (another client, as an operator would).
-fn set_properties(ident: &str, props: &[(&str, &str)]) {
-    let json =
-        serde_json::to_string(&props.iter().cloned().collect::<BTreeMap<_, _>>()).expect("json");
-    common::py::run(
-        r#"
-table = catalog.load_table(sys.argv[1])
-with table.transaction() as tx:
-    tx.set_properties(json.loads(sys.argv[2]))
-"#,
-        &[ident, &json],
-    );
-}
-
 fn ident(h: &Harness) -> String {
     format!("{}.{DATASET}", h.namespace.join("."))
 }
@@ -167,7 +153,7 @@ async fn merging_keeps_the_manifest_list_short_and_every_file_once() {
     const MIN_COUNT: usize = 5;
     let mut h = Harness::new("merge");
     let mut keys = vec![h.register_one().await];
-    set_properties(
+    common::py::set_properties(
         &ident(&h),
         &[("commit.manifest.min-count-to-merge", &MIN_COUNT.to_string())],
     );
@@ -228,7 +214,7 @@ async fn merging_keeps_the_manifest_list_short_and_every_file_once() {
 async fn merging_disabled_keeps_one_manifest_per_commit() {
     let mut h = Harness::new("nomerge");
     let mut keys = vec![h.register_one().await];
-    set_properties(
+    common::py::set_properties(
         &ident(&h),
         &[
             ("commit.manifest-merge.enabled", "false"),
@@ -265,7 +251,7 @@ async fn another_writers_files_are_merged_along_and_kept() {
     let mut h = Harness::new("mergeother");
     let mut keys = vec![h.register_one().await];
     let ident = ident(&h);
-    set_properties(&ident, &[("commit.manifest.min-count-to-merge", "3")]);
+    common::py::set_properties(&ident, &[("commit.manifest.min-count-to-merge", "3")]);
     // pyiceberg appends two files of its own (its manifests and uncompressed manifest lists).
     let out = common::py::run(
         r#"

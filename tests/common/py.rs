@@ -29,6 +29,25 @@ pub fn run(script: &str, args: &[&str]) -> String {
     run_bare(&format!("{PRELUDE}\n{script}"), args)
 }
 
+/// Sets table properties through pyiceberg (another client, as an operator would).
+pub fn set_properties(ident: &str, props: &[(&str, &str)]) {
+    let json = serde_json::to_string(
+        &props
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+    .expect("json");
+    run(
+        r#"
+table = catalog.load_table(sys.argv[1])
+with table.transaction() as tx:
+    tx.set_properties(json.loads(sys.argv[2]))
+"#,
+        &[ident, &json],
+    );
+}
+
 /// [`run`] with pyiceberg connected to the catalog at `catalog_uri` (Nessie, a proxy).
 pub fn run_in(catalog_uri: &str, script: &str, args: &[&str]) -> String {
     run_program(

@@ -119,15 +119,17 @@ pub(crate) enum Planned {
     Merge { spec_id: i32, members: Vec<usize> },
 }
 
-/// The data manifests of the new snapshot: `candidates[0]` is the manifest of this append's new
-/// files, the rest the current snapshot's data manifests in manifest-list order.
+/// The data manifests of the new snapshot: `candidates[..new]` are this append's new manifests
+/// (its own files' manifest, and the fleet's intents it carries), the rest the current
+/// snapshot's data manifests in manifest-list order.
 ///
 /// As Java: manifests are grouped by spec id (highest first); within a group they are packed
 /// from the end (oldest first) into bins of up to `target_size` bytes, so the bin that stays
-/// under-filled is the newest one, holding the new manifest; a bin of one manifest is kept; the
-/// bin holding the new manifest is merged only when it has at least `min_count` manifests (so
-/// small appends accumulate before one rewrite); every other bin of several is merged.
-pub(crate) fn plan(policy: &MergePolicy, candidates: &[Candidate]) -> Vec<Planned> {
+/// under-filled is the newest one, holding the new manifests; a bin of one manifest is kept; the
+/// bin holding a new manifest is merged only when it has at least `min_count` manifests (so
+/// small appends accumulate before one rewrite); every other bin of several is merged. The
+/// caller keeps the new manifests themselves out of a merge (see `producer`).
+pub(crate) fn plan(policy: &MergePolicy, candidates: &[Candidate], new: usize) -> Vec<Planned> {
     if !policy.enabled || candidates.is_empty() {
         return (0..candidates.len()).map(Planned::Keep).collect();
     }
@@ -147,12 +149,12 @@ pub(crate) fn plan(policy: &MergePolicy, candidates: &[Candidate]) -> Vec<Planne
             if candidates[i].mergeable {
                 run.push(i);
             } else {
-                plan_run(policy, candidates, spec_id, &run, &mut out);
+                plan_run(policy, candidates, new, spec_id, &run, &mut out);
                 run.clear();
                 out.push(Planned::Keep(i));
             }
         }
-        plan_run(policy, candidates, spec_id, &run, &mut out);
+        plan_run(policy, candidates, new, spec_id, &run, &mut out);
     }
     out
 }
@@ -160,6 +162,7 @@ pub(crate) fn plan(policy: &MergePolicy, candidates: &[Candidate]) -> Vec<Planne
 fn plan_run(
     policy: &MergePolicy,
     candidates: &[Candidate],
+    new: usize,
     spec_id: i32,
     run: &[usize],
     out: &mut Vec<Planned>,
@@ -168,7 +171,8 @@ fn plan_run(
     let entries: Vec<u64> = run.iter().map(|&i| candidates[i].entries).collect();
     for bin in pack_end_capped(&weights, &entries, policy.target_size, MAX_MERGED_ENTRIES) {
         let members: Vec<usize> = bin.iter().map(|&j| run[j]).collect();
-        if members.len() == 1 || (members.contains(&0) && members.len() < policy.min_count) {
+        let holds_new = members.iter().any(|&i| i < new);
+        if members.len() == 1 || (holds_new && members.len() < policy.min_count) {
             out.extend(members.into_iter().map(Planned::Keep));
         } else {
             out.push(Planned::Merge { spec_id, members });
@@ -323,7 +327,7 @@ mod tests {
         let mut cs = vec![c(0, 10), c(0, 10), c(0, 10)];
         cs[2].entries = MAX_MERGED_ENTRIES;
         assert_eq!(
-            plan(&p, &cs),
+            plan(&p, &cs, 1),
             vec![
                 Planned::Merge {
                     spec_id: 0,
@@ -353,7 +357,7 @@ mod tests {
         };
         let cands = [c(0, 1), c(0, 1), c(0, 1)];
         assert_eq!(
-            plan(&p, &cands),
+            plan(&p, &cands, 1),
             vec![Planned::Keep(0), Planned::Keep(1), Planned::Keep(2)]
         );
     }
@@ -362,7 +366,7 @@ mod tests {
     fn the_new_manifests_bin_waits_for_min_count() {
         let cands = [c(0, 1), c(0, 1), c(0, 1), c(0, 1)];
         assert_eq!(
-            plan(&policy(5, 100), &cands),
+            plan(&policy(5, 100), &cands, 1),
             vec![
                 Planned::Keep(0),
                 Planned::Keep(1),
@@ -372,7 +376,7 @@ mod tests {
         );
         let cands = [c(0, 1), c(0, 1), c(0, 1), c(0, 1), c(0, 1)];
         assert_eq!(
-            plan(&policy(5, 100), &cands),
+            plan(&policy(5, 100), &cands, 1),
             vec![Planned::Merge {
                 spec_id: 0,
                 members: vec![0, 1, 2, 3, 4]
@@ -385,7 +389,7 @@ mod tests {
         // target 10: from the end, [6,4] fills a bin of two, [3,3,3] the new manifest's bin.
         let cands = [c(0, 3), c(0, 3), c(0, 3), c(0, 4), c(0, 6)];
         assert_eq!(
-            plan(&policy(100, 10), &cands),
+            plan(&policy(100, 10), &cands, 1),
             vec![
                 Planned::Keep(0),
                 Planned::Keep(1),
@@ -403,7 +407,7 @@ mod tests {
         let cands = [c(0, 1), c(0, 50), c(0, 1)];
         // from the end: [1] then 50 does not fit -> new bin [50], then 1 does not fit -> [1].
         assert_eq!(
-            plan(&policy(2, 10), &cands),
+            plan(&policy(2, 10), &cands, 1),
             vec![Planned::Keep(0), Planned::Keep(1), Planned::Keep(2)]
         );
     }
@@ -414,7 +418,7 @@ mod tests {
         // their bin does not hold the new manifest.
         let cands = [c(1, 1), c(0, 1), c(1, 1), c(0, 1)];
         assert_eq!(
-            plan(&policy(100, 10), &cands),
+            plan(&policy(100, 10), &cands, 1),
             vec![
                 Planned::Keep(0),
                 Planned::Keep(2),
@@ -431,7 +435,7 @@ mod tests {
         let mut cands = vec![c(0, 1), c(0, 1), c(0, 1), c(0, 1)];
         cands[2].mergeable = false;
         assert_eq!(
-            plan(&policy(2, 10), &cands),
+            plan(&policy(2, 10), &cands, 1),
             vec![
                 Planned::Merge {
                     spec_id: 0,
@@ -454,7 +458,7 @@ mod tests {
                     .enumerate()
                     .map(|(i, &l)| c((i % 3) as i32, l))
                     .collect();
-                let mut seen: Vec<usize> = plan(&policy(min_count, target), &cands)
+                let mut seen: Vec<usize> = plan(&policy(min_count, target), &cands, 1)
                     .into_iter()
                     .flat_map(|p| match p {
                         Planned::Keep(i) => vec![i],

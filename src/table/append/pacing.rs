@@ -418,6 +418,10 @@ pub(super) const LANE_MEMORY_MS: i64 = 60_000;
 /// ... and in cycles of the fleet: a node commits once per cycle, and a 409 or a late batch
 /// pushes its next commit a cycle further.
 pub(super) const LANE_MEMORY_CYCLES: i64 = 3;
+/// A lane's published slot counts towards the fleet's for [`LANE_MEMORY_CYCLES`] cycles of the
+/// committers after the lane's last commit of its own, and at least this long (see
+/// [`slot_memory_ms`]).
+pub(super) const SLOT_MEMORY_MS: i64 = 10_000;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
 /// How many lanes take turns in a fleet that carries intents (see [`Fleet::turn`]).
@@ -444,14 +448,24 @@ pub(super) const MAX_SLOT_MS: u64 = 5_000;
 #[derive(Debug, Clone)]
 pub(super) struct Fleet {
     own: String,
-    /// Lane → (when it last committed, ms since the epoch; the slot it needs, ms).
-    lanes: std::collections::BTreeMap<String, (i64, u64)>,
+    lanes: std::collections::BTreeMap<String, Seen>,
     /// Lanes that wrote for the same segment log as this one: this registrar before a restart
     /// (or a warm-up run, or an active-active twin), not another node to take turns with.
     same_log: std::collections::BTreeSet<String>,
     /// How many lanes take turns committing: all of them, or (a fleet that carries intents)
     /// the [`COMMITTERS`] lowest, the others publishing only (see [`Turn`]).
     committers: usize,
+}
+
+/// What the table's snapshots showed of one lane (times in ms since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    /// When it was last seen at work: a commit of its own, or an intent of it carried.
+    at: i64,
+    /// The slot it needs (ms), as its last commit of its own published it ...
+    slot: u64,
+    /// ... and when that commit was.
+    slot_at: i64,
 }
 
 /// What a lane does in a fleet that takes turns.
@@ -507,39 +521,55 @@ impl Fleet {
     /// Notes a snapshot of `lane` committed at `at_ms` by a registrar that needs slots of
     /// `slot_ms`.
     pub(super) fn observe(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
+        let commit = Seen {
+            at: at_ms,
+            slot: slot_ms,
+            slot_at: at_ms,
+        };
         if let Some(seen) = self.lanes.get_mut(lane) {
-            if at_ms >= seen.0 {
-                *seen = (at_ms, slot_ms);
+            if at_ms >= seen.slot_at {
+                *seen = Seen {
+                    at: seen.at.max(at_ms),
+                    ..commit
+                };
             }
             return;
         }
-        self.insert(lane, at_ms, slot_ms);
+        self.insert(lane, commit);
     }
 
     /// Notes that an intent of `lane` was carried by a snapshot committed at `at_ms`: the lane
-    /// is present (it publishes), the slot it needs is what it last published itself.
+    /// is present (it publishes), the slot it needs is what it last published itself (and
+    /// counts only while that commit is recent, see [`slot_memory_ms`]).
     pub(super) fn carried(&mut self, lane: &str, at_ms: i64) {
         if let Some(seen) = self.lanes.get_mut(lane) {
-            seen.0 = seen.0.max(at_ms);
+            seen.at = seen.at.max(at_ms);
             return;
         }
-        self.insert(lane, at_ms, 0);
+        self.insert(
+            lane,
+            Seen {
+                at: at_ms,
+                slot: 0,
+                slot_at: at_ms,
+            },
+        );
     }
 
     /// Adds a lane not seen before, the one seen longest ago making room at [`MAX_LANES`].
-    fn insert(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
+    fn insert(&mut self, lane: &str, seen: Seen) {
         if self.lanes.len() >= MAX_LANES {
             // The lane seen longest ago makes room.
             if let Some(oldest) = self
                 .lanes
                 .iter()
-                .min_by_key(|(_, (at, _))| *at)
+                .min_by_key(|(_, seen)| seen.at)
                 .map(|(k, _)| k.clone())
             {
                 self.lanes.remove(&oldest);
             }
         }
-        self.lanes.insert(lane.to_string(), (at_ms, slot_ms));
+        self.lanes.insert(lane.to_string(), seen);
     }
 
     /// How long a lane counts as present after its last snapshot: [`LANE_MEMORY_CYCLES`] cycles
@@ -573,15 +603,26 @@ impl Fleet {
         self.present_within(now_ms, self.memory_ms(now_ms))
     }
 
-    /// The lanes seen within `memory_ms` of `now_ms`, our own always among them, sorted.
+    /// The lanes seen within `memory_ms` of `now_ms`, our own always among them, sorted, each
+    /// with the slot it counts with: the one it published, while its commit that published it
+    /// is within [`slot_memory_ms`], else none.
     fn present_within(&self, now_ms: i64, memory_ms: i64) -> Vec<(&str, u64)> {
-        let mut present: Vec<(&str, u64)> = self
+        let seen: Vec<(&str, Seen)> = self
             .lanes
             .iter()
-            .filter(|(lane, (at, _))| {
-                lane.as_str() == self.own || now_ms.saturating_sub(*at) <= memory_ms
+            .filter(|(lane, seen)| {
+                lane.as_str() == self.own || now_ms.saturating_sub(seen.at) <= memory_ms
             })
-            .map(|(lane, (_, rt))| (lane.as_str(), *rt))
+            .map(|(lane, seen)| (lane.as_str(), *seen))
+            .collect();
+        let published = seen.iter().map(|(_, s)| s.slot).max().unwrap_or(0);
+        let slot_memory = slot_memory_ms(published, seen.len().min(self.committers));
+        let mut present: Vec<(&str, u64)> = seen
+            .into_iter()
+            .map(|(lane, s)| {
+                let recent = now_ms.saturating_sub(s.slot_at) <= slot_memory;
+                (lane, if recent { s.slot } else { 0 })
+            })
             .collect();
         if !self.lanes.contains_key(&self.own) {
             present.push((self.own.as_str(), 0));
@@ -644,7 +685,7 @@ impl Fleet {
             || self
                 .lanes
                 .get(&self.own)
-                .is_some_and(|(at, _)| now_ms.saturating_sub(*at) <= memory);
+                .is_some_and(|seen| now_ms.saturating_sub(seen.at) <= memory);
         present
             .iter()
             .enumerate()
@@ -668,12 +709,8 @@ pub(crate) fn is_lane(lane: &str) -> bool {
     (1..=32).contains(&lane.len()) && lane.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The slot every lane uses: the largest any of them needs. Lanes that only publish count
-/// too, with the slot they published at their last commit of their own: counting only the
-/// committers' (150 ms where a 64-node fleet's first, contended seconds had raised others' to
-/// 0.8-1 s) doubled the commits and the table loads, and on two cores the loads' CPU cost more
-/// than the shorter slots won (p99 2.2-11.5 s against 0.9-1.1 s, `benches/contention.sh
-/// --nodes 64`, twice each).
+/// The slot every lane uses: the largest any of them needs (each lane with the slot it counts
+/// with, see [`slot_memory_ms`]).
 fn fleet_slot(present: &[(&str, u64)]) -> u64 {
     present
         .iter()
@@ -681,6 +718,23 @@ fn fleet_slot(present: &[(&str, u64)]) -> u64 {
         .max()
         .unwrap_or(0)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS)
+}
+
+/// How long after a lane's last commit of its own the slot it published counts towards the
+/// fleet's, in a fleet whose largest published slot is `slot` and where `committers` lanes take
+/// turns: [`LANE_MEMORY_CYCLES`] of their cycles, and at least [`SLOT_MEMORY_MS`]. A lane that
+/// takes turns commits once a cycle, so its slot always counts; one that only publishes is
+/// present for as long as its intents are carried, but the slot it published at its last commit
+/// (as a rule the fleet's contended first seconds, 0.8-1 s against the committers' 150-300 ms)
+/// says nothing of what a commit needs now, and held a 64-node fleet's grid at ~1 s for good
+/// (1 commit/s where 4-5 were enough). Bounded: at most 3 × 8 × 5 s = 2 minutes in a fleet that
+/// carries intents.
+pub(super) fn slot_memory_ms(slot: u64, committers: usize) -> i64 {
+    let slot = i64::try_from(slot.clamp(MIN_SLOT_MS, MAX_SLOT_MS)).unwrap_or(i64::MAX);
+    let committers = i64::try_from(committers.max(1)).unwrap_or(i64::MAX);
+    slot.saturating_mul(committers)
+        .saturating_mul(LANE_MEMORY_CYCLES)
+        .max(SLOT_MEMORY_MS)
 }
 
 /// How long a node that does not take turns leaves between its own attempts, in a fleet of
@@ -1031,6 +1085,60 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_published_long_ago_stops_counting_while_its_lane_only_publishes() {
+        let now = 10_000_000;
+        // 8 committers need 200 ms; 20 lanes that only publish committed once, at the fleet's
+        // contended start, and published 900 ms then.
+        let start = now - 5_000;
+        let mut f = Fleet::new("c0".into()).carrying();
+        for i in 0..20 {
+            f.observe(&format!("f{i:02}"), start, 900);
+        }
+        let commits = |f: &mut Fleet, at: i64| {
+            for i in 0..8 {
+                f.observe(&format!("c{i}"), at, 200);
+            }
+            for i in 0..20 {
+                f.carried(&format!("f{i:02}"), at);
+            }
+        };
+        commits(&mut f, now - 100);
+        // Within the slot memory (3 cycles of 8 × 900 ms): the start's slot holds the grid.
+        assert_eq!(slot_memory_ms(900, 8), 21_600);
+        assert_eq!(f.cycle_ms(now), Some(8 * 900));
+        // Past it, with the publishers still present (carried), the committers' slots set it.
+        let later = start + 21_601;
+        commits(&mut f, later - 100);
+        assert_eq!(
+            f.present(later).len(),
+            28,
+            "the publishers are still present"
+        );
+        assert_eq!(f.cycle_ms(later), Some(8 * 200));
+        assert_eq!(
+            f.turn(later),
+            Turn::Slot {
+                start: next_slot(later, 200, 8, 0),
+                slot: 200
+            }
+        );
+        // A publisher that commits again (its fallback) counts with what it publishes then.
+        f.observe("f03", later - 50, 400);
+        assert_eq!(f.cycle_ms(later), Some(8 * 400));
+    }
+
+    #[test]
+    fn the_slot_memory_is_three_committer_cycles_and_bounded() {
+        assert_eq!(slot_memory_ms(200, 8), SLOT_MEMORY_MS);
+        assert_eq!(slot_memory_ms(1_000, 8), 24_000);
+        // A fleet that does not carry: every lane takes turns, a cycle is all of them.
+        assert_eq!(slot_memory_ms(200, 64), 38_400);
+        assert_eq!(slot_memory_ms(0, 2), SLOT_MEMORY_MS);
+        assert_eq!(slot_memory_ms(u64::MAX, COMMITTERS), 120_000);
+        assert_eq!(slot_memory_ms(u64::MAX, usize::MAX), i64::MAX);
+    }
+
+    #[test]
     fn a_lane_the_table_has_not_shown_does_not_take_turns_among_many() {
         let now = 10_000_000;
         // 20 lanes seen; this node's lane ("l00a", lowest after l00) not among them.
@@ -1056,7 +1164,14 @@ mod tests {
         // ... and a carried lane keeps the slot it published.
         f.observe("l05", now - 400, 350);
         f.carried("l05", now - 300);
-        assert_eq!(f.lanes.get("l05"), Some(&(now - 300, 350)));
+        assert_eq!(
+            f.lanes.get("l05"),
+            Some(&Seen {
+                at: now - 300,
+                slot: 350,
+                slot_at: now - 400
+            })
+        );
         // Seen long ago only: not ranked again until the table shows it anew.
         let later = now + f.memory_ms(now) + 60_000;
         for i in 0..20 {

@@ -24,7 +24,7 @@ use iceberg::table::Table;
 use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
 
 use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
-use super::intents::Carried;
+use super::intents::{Carried, ManifestRef};
 use super::manifest_list::{MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
 use super::pacing::CARRIED_LANES;
@@ -186,16 +186,9 @@ impl<'a> PreparedAppend<'a> {
         let summary = summary(metadata, &self.files, carried, self.properties)?;
         let AttemptManifests {
             snapshot_id,
-            mut manifests,
+            manifests,
             mut files,
-        } = attempt_manifests(table, &self.files, attempts).await?;
-        // Carried manifests first (the newest), as Java lists a snapshot's new manifests.
-        let entries: Vec<ManifestFile> = carried
-            .manifests
-            .iter()
-            .map(|m| Carried::list_entry(m, snapshot_id))
-            .collect();
-        manifests.splice(0..0, entries);
+        } = attempt_manifests(table, &self.files, &carried.manifests, attempts).await?;
 
         let root = metadata_root(metadata);
         let list_path = attempts.manifest_list_path(&root, snapshot_id);
@@ -290,7 +283,8 @@ impl<'a> PreparedAppend<'a> {
             return Ok(());
         }
         validate_files(self.table.metadata(), &self.files)?;
-        attempt_manifests(self.table, &self.files, attempts)
+        // Without the intents: which of them the commit carries is decided on the loaded table.
+        attempt_manifests(self.table, &self.files, &[], attempts)
             .await
             .map(|_| ())
     }
@@ -308,13 +302,19 @@ fn metadata_root(metadata: &TableMetadata) -> String {
     format!("{}/metadata", metadata.location().trim_end_matches('/'))
 }
 
-/// The manifests of an attempt (see [`AppendAttempts`]): the manifest of `added` (reused when
-/// the batch wrote it already), the current snapshot's manifests with the batch's cached merges
-/// in place of their inputs, and on the batch's first attempt the merges the policy asks for.
-/// The new files are never part of a merge, so a merge stays valid when the batch changes.
+/// The manifests of an attempt (see [`AppendAttempts`]): the fleet's intents it carries
+/// (`carried`) and the manifest of `added` (reused when the batch wrote it already), then the
+/// current snapshot's manifests with the batch's cached merges in place of their inputs, and on
+/// the batch's first attempt the merges the policy asks for. The new manifests are never part
+/// of a merge, so a merge stays valid when the batch or what it carries changes; but they count
+/// towards the policy's minimum, as Java counts a snapshot's appended manifests: a commit that
+/// carries intents merges like any append, where it once merged nothing and a fleet's table
+/// grew by one manifest per intent (64 nodes: 3,785 one-file manifests after a minute, and the
+/// first node to commit files of its own then read all of them in one merge).
 async fn attempt_manifests(
     table: &Table,
     added: &[DataFile],
+    carried: &[ManifestRef],
     attempts: &mut AppendAttempts,
 ) -> iceberg::Result<AttemptManifests> {
     let metadata = table.metadata();
@@ -328,8 +328,7 @@ async fn attempt_manifests(
         spec_id: metadata.default_partition_spec_id(),
     };
     let new_manifest = match &attempts.new_manifest {
-        // A commit that only carries intents writes no manifest of its own, and merges nothing
-        // (the merge plan keeps the batch's own manifest first): the next batch of its own does.
+        // A commit that only carries intents writes no manifest of its own.
         _ if added.is_empty() => {
             if let Some((_, old)) = attempts.new_manifest.take() {
                 attempts.retire(&old.manifest_path);
@@ -355,14 +354,10 @@ async fn attempt_manifests(
         }
     };
     let current = current_manifests(table).await?;
-    let Some(new_manifest) = new_manifest else {
-        return Ok(AttemptManifests {
-            snapshot_id,
-            manifests: current,
-            files: Vec::new(),
-        });
-    };
-    let mut files = vec![new_manifest.manifest_path.clone()];
+    let mut files: Vec<String> = new_manifest
+        .iter()
+        .map(|m| m.manifest_path.clone())
+        .collect();
 
     let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
         .into_iter()
@@ -384,8 +379,15 @@ async fn attempt_manifests(
             attempts.retire(&merge.manifest.manifest_path);
         }
     }
-    let mut candidates = Vec::with_capacity(data.len() + 1);
-    candidates.push(new_manifest);
+    // The new manifests first: the carried ones (the newest, as Java lists a snapshot's
+    // appended manifests), then the batch's own.
+    let mut candidates: Vec<ManifestFile> = carried
+        .iter()
+        .map(|m| Carried::list_entry(m, snapshot_id))
+        .chain(new_manifest)
+        .collect();
+    let new = candidates.len();
+    candidates.reserve(data.len());
     let mut placed = vec![false; valid.len()];
     for m in data {
         match valid
@@ -418,16 +420,16 @@ async fn attempt_manifests(
                     mergeable: can_rewrite(metadata, m),
                 })
                 .collect::<Vec<_>>(),
+            new,
         );
         for planned in plan {
             match planned {
                 Planned::Keep(i) => manifests.push(candidates[i].clone()),
                 Planned::Merge { spec_id, members } => {
-                    // The batch's own manifest stays out of the merge (see above).
-                    if members.contains(&0) {
-                        manifests.push(candidates[0].clone());
-                    }
-                    let inputs: Vec<usize> = members.into_iter().filter(|&i| i != 0).collect();
+                    // The new manifests stay out of the merge (see above).
+                    let (fresh, inputs): (Vec<usize>, Vec<usize>) =
+                        members.into_iter().partition(|&i| i < new);
+                    manifests.extend(fresh.iter().map(|&i| candidates[i].clone()));
                     if inputs.len() < 2 {
                         manifests.extend(inputs.iter().map(|&i| candidates[i].clone()));
                         continue;

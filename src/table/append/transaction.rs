@@ -265,13 +265,17 @@ impl BatchCommit {
         // 1. A table others commit to: the version held is most likely stale.
         let mut window_start = now;
         if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
-            self.write_ahead_of_load(env, held, input.batch).await;
-            // A node that does not take turns reads the intents only if it commits after all
-            // (`gather` lists then): most of its attempts leave everything to the committers,
-            // and a listing each would read every other node's intents, N² reads a fleet.
+            // A node that does not take turns writes nothing ahead and reads the intents only
+            // if it commits after all (the build writes, `gather` lists then): most of its
+            // attempts leave everything to the committers, and a listing each would read every
+            // other node's intents (N² reads a fleet), a merge each would be thrown away.
+            let takes_turns = self.pacer.fallback_ms().is_none();
+            if takes_turns {
+                self.write_ahead_of_load(env, held, input.batch).await;
+            }
             if !input.batch.is_empty()
                 && self.intents.lists(self.pacer.slotted())
-                && self.pacer.fallback_ms().is_none()
+                && takes_turns
                 && let Some(table) = held.table()
             {
                 let table = table.clone();

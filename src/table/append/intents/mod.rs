@@ -334,10 +334,15 @@ impl Intents {
             .partition(|p| p.intent.ids.iter().all(holds));
         self.own = pending;
         let mut seqs = HashSet::new();
-        for p in done {
-            delete(store, &p.key, &self.table).await;
+        for p in &done {
             seqs.extend(p.seqs.iter().copied());
         }
+        delete_all(
+            store,
+            done.into_iter().map(|p| p.key).collect(),
+            &self.table,
+        )
+        .await;
         if !seqs.is_empty() {
             metrics::counter!("thadam_iceberg_segments_carried_by_others_total", "table" => self.table.clone())
                 .increment(seqs.len() as u64);
@@ -492,13 +497,15 @@ impl Intents {
             }
         }
         // Others' intents that are moot: deleted once past the grace period.
+        let mut moot = Vec::new();
         for i in done.into_iter().chain(stale) {
             let (key, intent, own) = &candidates[i];
             if !own && now_ms.saturating_sub(intent.record.created_ms) > GRACE_MS {
-                delete(store, key, &self.table).await;
                 self.seen.remove(key.as_ref());
+                moot.push(key.clone());
             }
         }
+        delete_all(store, moot, &self.table).await;
         carried
     }
 
@@ -518,18 +525,23 @@ impl Intents {
             }
             metrics::counter!("thadam_iceberg_intents_carried_total", "table" => self.table.clone(), "whose" => if *own { "own" } else { "other" })
                 .increment(1);
-            delete(store, key, &self.table).await;
             self.seen.remove(key.as_ref());
         }
-        let gone: HashSet<&ObjectPath> = carried
+        let gone: Vec<&ObjectPath> = carried
             .keys
             .iter()
             .map(|(k, _, _)| k)
             .chain(carried.withdrawn.iter().map(|p| &p.key))
             .collect();
+        delete_all(
+            store,
+            gone.iter().map(|k| (*k).clone()).collect(),
+            &self.table,
+        )
+        .await;
+        let gone: HashSet<&ObjectPath> = gone.into_iter().collect();
         self.own.retain(|p| !gone.contains(&p.key));
         for p in &carried.withdrawn {
-            delete(store, &p.key, &self.table).await;
             let path = &p.intent.record.manifest.path;
             if let Err(e) = table.file_io().delete(path).await {
                 tracing::debug!(table = %self.table, path, "could not delete a withdrawn intent's manifest: {e}");
@@ -683,10 +695,39 @@ pub(crate) fn intent_dir(url: &crate::config::TableRoot, table_uuid: &str) -> Ob
     ObjectPath::from_iter(parts)
 }
 
-async fn delete(store: &Arc<dyn ObjectStore>, key: &ObjectPath, table: &str) {
-    match store.delete(key).await {
-        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => tracing::debug!(table, key = %key, "could not delete an intent: {e}"),
+/// Deletes `keys` (intents) in bulk: one S3 DeleteObjects request per thousand keys instead of
+/// one DELETE each (a carrier consumes an intent per publishing node per commit: at 64 nodes
+/// that was 64 requests a second, a sixth of what the fleet asked of its store). Best effort,
+/// like every intent deletion (a leftover is moot, and deleted after the grace period). Stores
+/// without a bulk call (object_store's default is one DELETE per key) or that refuse it (some
+/// S3-compatible stores do not implement DeleteObjects) get one DELETE per key instead.
+async fn delete_all(store: &Arc<dyn ObjectStore>, keys: Vec<ObjectPath>, table: &str) {
+    if keys.is_empty() {
+        return;
+    }
+    let stream = futures::stream::iter(keys.clone().into_iter().map(Ok)).boxed();
+    let failed = store
+        .delete_stream(stream)
+        .filter(|r| {
+            futures::future::ready(!matches!(
+                r,
+                Ok(_) | Err(object_store::Error::NotFound { .. })
+            ))
+        })
+        .next()
+        .await;
+    if let Some(Err(e)) = failed {
+        tracing::debug!(
+            table,
+            keys = keys.len(),
+            "could not delete intents in bulk ({e}); deleting them one by one"
+        );
+        for key in &keys {
+            match store.delete(key).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => tracing::debug!(table, key = %key, "could not delete an intent: {e}"),
+            }
+        }
     }
 }
 
@@ -709,5 +750,30 @@ mod tests {
             prefix: String::new(),
         };
         assert_eq!(intent_dir(&root, "u-1").as_ref(), "_thadam-intents/u-1");
+    }
+
+    #[tokio::test]
+    async fn intents_are_deleted_together_and_missing_ones_do_not_matter() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let keys: Vec<ObjectPath> = (0..3)
+            .map(|i| ObjectPath::from(format!("_thadam-intents/u/a-{i}.json")))
+            .collect();
+        let kept = ObjectPath::from("_thadam-intents/u/b-0.json");
+        for key in keys.iter().chain([&kept]) {
+            store
+                .put(key, bytes::Bytes::from_static(b"{}").into())
+                .await
+                .expect("put");
+        }
+        let mut doomed = keys.clone();
+        doomed.push(ObjectPath::from("_thadam-intents/u/gone.json"));
+        delete_all(&store, doomed, "t").await;
+        let left: Vec<String> = store
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .expect("list");
+        assert_eq!(left, vec![kept.to_string()]);
     }
 }
