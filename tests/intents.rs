@@ -303,6 +303,66 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
         "the manifest list stays short: {} manifests",
         list.entries().len()
     );
+    // Carriers rewrite what they carry into their own manifest and delete the publishers':
+    // every manifest left in the table's metadata is one some snapshot names, and the commits
+    // that carried others' intents added fewer manifests than they carried intents.
+    assert_eq!(orphan_manifests(&h, &t).await, Vec::<String>::new());
+    let (commits, intents, manifests) = carrying_commits(&t).await;
+    println!("{commits} commits carried {intents} intents of others in {manifests} new manifests");
+    assert!(commits > 0 && manifests < intents);
+}
+
+/// Over the snapshots that carried other nodes' intents: how many, the intents they carried,
+/// and the manifests with new files they added.
+async fn carrying_commits(table: &iceberg::table::Table) -> (usize, u64, u64) {
+    let (mut commits, mut intents, mut manifests) = (0, 0u64, 0u64);
+    for snapshot in table.metadata().snapshots() {
+        let Some(carried) = snapshot
+            .summary()
+            .additional_properties
+            .get("thadam.carried-intents")
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let list = table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .expect("manifest list");
+        commits += 1;
+        intents += carried;
+        manifests += list
+            .entries()
+            .iter()
+            .filter(|m| {
+                m.added_snapshot_id == snapshot.snapshot_id()
+                    && m.added_files_count.unwrap_or(0) > 0
+            })
+            .count() as u64;
+    }
+    (commits, intents, manifests)
+}
+
+/// Manifests under the table's metadata that no snapshot's manifest list names.
+async fn orphan_manifests(h: &Harness, table: &iceberg::table::Table) -> Vec<String> {
+    let metadata = table.metadata();
+    let mut named = std::collections::HashSet::new();
+    for snapshot in metadata.snapshots() {
+        let list = table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .expect("manifest list");
+        named.extend(list.entries().iter().map(|m| m.manifest_path.clone()));
+    }
+    let root = format!("s3://{}/", h.env.bucket);
+    let dir = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+    let keys = common::keys_under(h.store.as_ref(), dir.trim_start_matches(&root)).await;
+    keys.into_iter()
+        .map(|k| format!("{root}{k}"))
+        .filter(|p| p.ends_with(".avro") && !p.contains("/snap-") && !named.contains(p))
+        .collect()
 }
 
 /// An intent as a node of another fleet (or a broken one) could leave: well-formed, for this

@@ -135,6 +135,9 @@ impl<'a> PreparedAppend<'a> {
         let ids = self.properties.entry(SEGMENT_IDS.to_string()).or_default();
         ids.push_str(&carried.encoded_ids);
         let count = self.files.len() + carried.ids.len();
+        // Files of carried manifests that were read ahead go into this commit's own manifest
+        // (and its summary's metrics) with its own new files: ADDED by this snapshot either way.
+        self.files.extend(carried.files.iter().cloned());
         self.properties
             .insert(SEGMENT_COUNT.to_string(), count.to_string());
         let others = carried.others();

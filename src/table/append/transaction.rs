@@ -241,7 +241,12 @@ impl BatchCommit {
         if input.batch.is_empty() && self.resend.is_none() && self.retry.is_none() {
             if let Some(table) = held.table().cloned() {
                 self.intents
-                    .prefetch(env.store, &env.config.url, &table)
+                    .prefetch(
+                        env.store,
+                        &env.config.url,
+                        &table,
+                        env.config.commit.max_segments,
+                    )
                     .await;
             }
             if !self.intents.prefetched_any() {
@@ -280,7 +285,12 @@ impl BatchCommit {
             {
                 let table = table.clone();
                 self.intents
-                    .prefetch(env.store, &env.config.url, &table)
+                    .prefetch(
+                        env.store,
+                        &env.config.url,
+                        &table,
+                        env.config.commit.max_segments,
+                    )
                     .await;
             }
             let before = held.version().and_then(|(_, snapshot)| snapshot);
