@@ -11,11 +11,17 @@
 #   benches/contention.sh [--nodes "1 4 8 16 32"] [--rate 1] [--seconds 60] [--drain-cap 180]
 #                         [--rivals "1 2 5"] [--rival-rate 10] [--rival-seconds 30]
 #                         [--rows 100] [--rival-rows 10] [--stock-s3]
+#                         [--retention none|max_age=D,min_snapshots=N]
 #                         [--registrar-bin PATH] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
 # --drain-cap       after the load window, how long to wait for every segment to be registered
 #                   (a run that hits it says so; its exactly-once check is INCOMPLETE, not FAIL)
+# --retention       the runners' snapshot_retention (benches/common.sh bench_retention_yaml), so
+#                   that metadata.json stops growing with the run as a fleet's should; the
+#                   latency of a segment whose snapshot expired is taken from its manifest
+#                   list's mtime, and every manifest list left of an expired snapshot counts as
+#                   named (retention is metadata-only and deletes no file)
 # --stock-s3        run s3s-fs without the TCP_NODELAY shim (benches/e2e/nodelay.c): every GET
 #                   with a body then stalls ~44 ms (Nagle meeting delayed ACK)
 # --registrar-bin   use this runner binary instead of building one (`cargo build --release
@@ -53,6 +59,7 @@ rival_seconds=30
 rows=100
 rival_rows=10
 stock_s3=0
+retention=none
 registrar_bin=""
 keep=0
 # The command as typed: arguments with spaces (or empty) in single quotes.
@@ -76,6 +83,7 @@ while (($#)); do
         --rows) rows="$2"; shift 2 ;;
         --rival-rows) rival_rows="$2"; shift 2 ;;
         --stock-s3) stock_s3=1; shift ;;
+        --retention) retention="$2"; shift 2 ;;
         --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
@@ -95,6 +103,7 @@ for r in "$rate" "$rival_rate" $rivals; do
     fi
 done
 [[ -n "$nodes$rivals" ]] || die "nothing to run: --nodes and --rivals are both empty"
+extra="$(bench_retention_yaml "$retention")"
 if [[ -n "$registrar_bin" ]]; then
     [[ -x "$registrar_bin" && -f "$registrar_bin" ]] || die "--registrar-bin $registrar_bin: not an executable file"
     registrar_bin="$(cd "$(dirname "$registrar_bin")" && pwd)/$(basename "$registrar_bin")"
@@ -248,7 +257,7 @@ for n in $nodes; do
     names=()
     for ((i = 0; i < n; i++)); do
         names+=("$ds-$(printf '%02d' "$i")")
-        bench_config "${names[-1]}" "$ds"
+        bench_config "${names[-1]}" "$ds" "$extra"
     done
     log "fleet: $n runner(s) on bench.$ds, ${rate} seg/s each for ${seconds}s"
     run_driver fleet "$ds" "$rate" "$seconds" 0 "${names[@]}"
@@ -256,7 +265,7 @@ done
 
 for r in $rivals; do
     ds="$(unique_dataset "r${r//./_}")"
-    bench_config "$ds-00" "$ds"
+    bench_config "$ds-00" "$ds" "$extra"
     log "rivals: one runner on bench.$ds at ${rival_rate} seg/s for ${rival_seconds}s, pyiceberg at $r commits/s"
     run_driver rivals "$ds" "$rival_rate" "$rival_seconds" "$r" "$ds-00"
 done
@@ -266,7 +275,7 @@ echo "## Contention: registrars sharing one table"
 echo
 bench_machine_info | grep -v '^| registrar |'
 echo "| registrar | $registrar_desc |"
-echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }; --metrics-addr 127.0.0.1:0 |"
+echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }, snapshot retention $retention; --metrics-addr 127.0.0.1:0 |"
 echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by one feeder process, then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
 [[ -z "$rivals" ]] || echo "| rivals | ceil(R) pyiceberg processes, R commits/s in all: each commit loads the table, then \`table.append\` of ${rival_rows} rows (pyiceberg's own 409 retries: 4, then it gives up) |"
 echo

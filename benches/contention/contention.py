@@ -438,15 +438,36 @@ def avro_kind(path: Path) -> str:
     return "list" if path.name.startswith("snap-") else "manifest"
 
 
-def orphans(table) -> dict:
+def snapshots_ever(table) -> dict[int, tuple[int, str]]:
+    """The snapshots the current metadata no longer lists (expired with --retention), id ->
+    (timestamp-ms, manifest list), from the manifest lists left in the table's metadata/
+    folder: `snap-<id>-<attempt>-<uuid>.avro`, written as the snapshot is built and stamped, so
+    its mtime stands for the snapshot's timestamp (retention is metadata-only; a refused
+    attempt's list is deleted at once, and of several left for one id the newest is taken).
+    Old metadata.json versions would not do: the catalog may delete them, and leaves those of
+    refused commits. Read only when the current metadata lacks a snapshot."""
+    current = {s.snapshot_id for s in table.metadata.snapshots}
+    out: dict[int, tuple[int, str]] = {}
+    for path in (local_path(table.metadata.location) / "metadata").glob("snap-*.avro"):
+        m = re.match(r"snap-(-?\d+)-", path.name)
+        if not m or int(m.group(1)) in current:
+            continue
+        sid, ms = int(m.group(1)), int(path.stat().st_mtime * 1000)
+        if sid not in out or ms > out[sid][0]:
+            out[sid] = (ms, str(path))
+    return out
+
+
+def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
     """Manifest lists in the table's metadata/ folder (s3s-fs's directory) that no snapshot
-    names, and manifests that no snapshot's manifest list names. No snapshot is ever expired in
-    these runs, so the snapshots in the current metadata are all there were."""
+    names, and manifests that no snapshot's manifest list names: the snapshots in the current
+    metadata, and those expired during the run (`ever`, see snapshots_ever) when there were."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.manifest import read_manifest_list
 
     folder = local_path(table.metadata.location) / "metadata"
     lists = {local_path(s.manifest_list) for s in table.metadata.snapshots}
+    lists |= {local_path(ml) for _, ml in (ever or {}).values()}
     reachable: set[Path] = set()
     fileio = PyArrowFileIO()
     for path in lists:
@@ -470,6 +491,10 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
     expected = Counter(f"s3://{bucket}/{r['object_key']}" for r in records)
     stamps = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     added_by = bench.data_file_snapshots(table)
+    ever = None
+    if any(sid not in stamps for sid in added_by.values()):
+        ever = snapshots_ever(table)
+        stamps.update({sid: ts for sid, (ts, _) in ever.items()})
     latencies: list[float] = []
     per_node: dict[str, list[float]] = {}
     in_window = unregistered = 0
@@ -512,6 +537,9 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
     snaps = [s for s in table.metadata.snapshots
              if 1000 * t0 <= s.timestamp_ms and s.summary is not None]
     ours = [s for s in snaps if s.summary["thadam.writer"] is not None]
+    # Snapshots expired during the run (--retention), counted as the registrars' (in a rivals
+    # run with --retention an expired pyiceberg snapshot would be counted with them).
+    expired = sum(1 for ts, _ in (ever or {}).values() if 1000 * t0 <= ts)
     return {
         "segments": len(records),
         "load_segments": len(latencies) + unregistered,
@@ -523,8 +551,9 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         "node_p99_ms": node_p99,
         "exactly_once": {"status": status, "problems": problems, "expected": len(expected),
                          "duplicates": duplicates, "missing": missing, "others": others},
-        "snapshots_since_t0": {"registrar": len(ours), "others": len(snaps) - len(ours)},
-        "orphans": orphans(table),
+        "snapshots_since_t0": {"registrar": len(ours) + expired,
+                               "others": len(snaps) - len(ours)},
+        "orphans": orphans(table, ever),
     }
 
 
