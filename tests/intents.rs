@@ -22,7 +22,7 @@ use common::{Harness, assert_exactly_once, stop, wait_handled};
 use thadam_iceberg::config::RegistrarConfig;
 use thadam_iceberg::protocol::segment_log::{SegmentLogTail, SegmentLogWriter};
 use thadam_iceberg::testing::{BeforeAppend, Hooks, ReadySegment, TableName};
-use thadam_iceberg::{Registrar, RegistrarHandle, Tuning};
+use thadam_iceberg::{Registrar, RegistrarHandle, RegistrarStatus, Tuning};
 
 const DATASET: &str = "telemetry";
 const ROWS: u64 = 5;
@@ -134,6 +134,20 @@ async fn flow(h: &Harness, nodes: &mut [Node], rounds: usize, every: Duration) {
     }
 }
 
+/// Waits until every node has handled all it was shipped (each node is shipped as many as the
+/// first), then stops them all: their statuses at that point.
+async fn settle(nodes: &[Node], handles: Vec<RegistrarHandle>) -> Vec<RegistrarStatus> {
+    let each = nodes[0].keys.len() as u64;
+    let mut statuses = Vec::new();
+    for handle in &handles {
+        statuses.push(wait_handled(handle, each).await);
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    statuses
+}
+
 /// The UUID of the test's table.
 async fn table_uuid(h: &Harness) -> String {
     h.table(DATASET)
@@ -208,18 +222,11 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     // 4 nodes × 2.5 segments/s for 12 s.
     flow(&h, &mut nodes, 30, Duration::from_millis(400)).await;
     let each = nodes[0].keys.len() as u64;
-    let mut carried = 0;
-    for handle in &handles {
-        carried += wait_handled(handle, each)
-            .await
-            .tables
-            .values()
-            .map(|t| t.carried)
-            .sum::<u64>();
-    }
-    for handle in handles {
-        stop(handle).await;
-    }
+    let carried: u64 = settle(&nodes, handles)
+        .await
+        .iter()
+        .flat_map(|s| s.tables.values().map(|t| t.carried))
+        .sum();
     assert_table_holds(&h, &nodes).await;
 
     let published = counter(
@@ -346,21 +353,10 @@ async fn carrying_commits(table: &iceberg::table::Table) -> (usize, u64, u64) {
 
 /// Manifests under the table's metadata that no snapshot's manifest list names.
 async fn orphan_manifests(h: &Harness, table: &iceberg::table::Table) -> Vec<String> {
-    let metadata = table.metadata();
-    let mut named = std::collections::HashSet::new();
-    for snapshot in metadata.snapshots() {
-        let list = table
-            .manifest_list_reader(snapshot)
-            .load()
-            .await
-            .expect("manifest list");
-        named.extend(list.entries().iter().map(|m| m.manifest_path.clone()));
-    }
-    let root = format!("s3://{}/", h.env.bucket);
-    let dir = format!("{}/metadata", metadata.location().trim_end_matches('/'));
-    let keys = common::keys_under(h.store.as_ref(), dir.trim_start_matches(&root)).await;
-    keys.into_iter()
-        .map(|k| format!("{root}{k}"))
+    let (_, named) = common::referenced(table).await;
+    common::metadata_objects(h, table)
+        .await
+        .into_iter()
         .filter(|p| p.ends_with(".avro") && !p.contains("/snap-") && !named.contains(p))
         .collect()
 }
@@ -508,14 +504,7 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 20, Duration::from_millis(300)).await;
-    let each = nodes[0].keys.len() as u64;
-    let mut statuses = Vec::new();
-    for handle in &handles {
-        statuses.push(wait_handled(handle, each).await);
-    }
-    for handle in handles {
-        stop(handle).await;
-    }
+    let statuses = settle(&nodes, handles).await;
     assert_table_holds(&h, &nodes).await;
     let off: u64 = statuses[2].tables.values().map(|t| t.carried).sum();
     assert_eq!(off, 0, "nobody carries for a node that publishes nothing");
@@ -571,13 +560,7 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 10, Duration::from_millis(300)).await;
-    let each = nodes[0].keys.len() as u64;
-    for handle in &handles {
-        wait_handled(handle, each).await;
-    }
-    for handle in handles {
-        stop(handle).await;
-    }
+    settle(&nodes, handles).await;
     assert_table_holds(&h, &nodes).await;
     // Nessie shows only the current snapshot, so a node sees the others' lanes one load at a
     // time (and may take turns, and publish, or pace itself adaptively): either way every
@@ -751,14 +734,7 @@ async fn a_fleet_with_nodes_whose_clocks_are_slots_off_lands_everything_once() {
     .await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 20, Duration::from_millis(250)).await;
-    let each = nodes[0].keys.len() as u64;
-    let mut statuses = Vec::new();
-    for handle in &handles {
-        statuses.push(wait_handled(handle, each).await);
-    }
-    for handle in handles {
-        stop(handle).await;
-    }
+    let statuses = settle(&nodes, handles).await;
     assert_done(&h, &nodes, &uuid).await;
 
     // The skew was real: a snapshot of k0 is stamped later than the next commit after it.

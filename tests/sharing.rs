@@ -6,14 +6,12 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use common::{Harness, Options, assert_exactly_once, py};
-use futures::TryStreamExt;
 use iceberg::table::Table;
 use thadam_iceberg::RegistrarStatus;
 use thadam_iceberg::Tuning;
@@ -458,42 +456,6 @@ impl BeforeAppend for RivalFirst {
     }
 }
 
-/// Every object under the table's `metadata/` folder, as `s3://bucket/key`.
-async fn metadata_objects(h: &Harness, table: &Table) -> Vec<String> {
-    let root = format!("s3://{}/", h.env.bucket);
-    let location = table.metadata().location().trim_end_matches('/');
-    let relative = location
-        .strip_prefix(&root)
-        .expect("the table lives in the test bucket");
-    let prefix = object_store::path::Path::from(format!("{relative}/metadata"));
-    let objects: Vec<object_store::ObjectMeta> = h
-        .store
-        .list(Some(&prefix))
-        .try_collect()
-        .await
-        .expect("list the metadata folder");
-    objects
-        .iter()
-        .map(|o| format!("{root}{}", o.location))
-        .collect()
-}
-
-/// The manifest lists of the table's snapshots, and the manifests they name.
-async fn referenced(table: &Table) -> (BTreeSet<String>, BTreeSet<String>) {
-    let mut lists = BTreeSet::new();
-    let mut manifests = BTreeSet::new();
-    for snapshot in table.metadata().snapshots() {
-        lists.insert(snapshot.manifest_list().to_string());
-        let list = table
-            .manifest_list_reader(snapshot)
-            .load()
-            .await
-            .expect("manifest list");
-        manifests.extend(list.entries().iter().map(|m| m.manifest_path.clone()));
-    }
-    (lists, manifests)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_attempt_leaves_no_files_behind() {
     common::metrics::recorder();
@@ -527,8 +489,8 @@ async fn a_refused_attempt_leaves_no_files_behind() {
     assert_eq!(theirs.len(), 1, "the rival's file");
 
     let table = h.table(DATASET).await.expect("table");
-    let (lists, manifests) = referenced(&table).await;
-    let objects = metadata_objects(&h, &table).await;
+    let (lists, manifests) = common::referenced(&table).await;
+    let objects = common::metadata_objects(&h, &table).await;
     let orphans: Vec<&String> = objects
         .iter()
         .filter(|path| path.ends_with(".avro"))

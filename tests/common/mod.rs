@@ -721,3 +721,44 @@ pub async fn keys_under(store: &dyn ObjectStore, prefix: &str) -> Vec<String> {
         .await
         .expect("list the bucket")
 }
+
+/// Every object under the table's `metadata/` folder, as `s3://bucket/key`.
+pub async fn metadata_objects(h: &Harness, table: &iceberg::table::Table) -> Vec<String> {
+    let root = format!("s3://{}/", h.env.bucket);
+    let location = table.metadata().location().trim_end_matches('/');
+    let relative = location
+        .strip_prefix(&root)
+        .expect("the table lives in the test bucket");
+    let prefix = object_store::path::Path::from(format!("{relative}/metadata"));
+    let objects: Vec<object_store::ObjectMeta> = h
+        .store
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .expect("list the metadata folder");
+    objects
+        .iter()
+        .map(|o| format!("{root}{}", o.location))
+        .collect()
+}
+
+/// The manifest lists of the table's snapshots, and the manifests they name.
+pub async fn referenced(
+    table: &iceberg::table::Table,
+) -> (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+) {
+    let mut lists = std::collections::BTreeSet::new();
+    let mut manifests = std::collections::BTreeSet::new();
+    for snapshot in table.metadata().snapshots() {
+        lists.insert(snapshot.manifest_list().to_string());
+        let list = table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .expect("manifest list");
+        manifests.extend(list.entries().iter().map(|m| m.manifest_path.clone()));
+    }
+    (lists, manifests)
+}

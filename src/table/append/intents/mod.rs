@@ -574,19 +574,12 @@ impl Intents {
         self.own.retain(|p| !gone.contains(&p.key));
         // The manifests its own now holds the files of: no snapshot names them, nor can any
         // (a commit that lands from now on is built on this one, which holds their segments).
-        let io = table.file_io();
-        let name = self.table.as_str();
-        futures::stream::iter(carried.rewritten.iter())
-            .for_each_concurrent(READ_CONCURRENCY, |path| async move {
-                if let Err(e) = io.delete(path).await {
-                    tracing::debug!(
-                        table = name,
-                        path,
-                        "could not delete a rewritten intent's manifest: {e}"
-                    );
-                }
-            })
-            .await;
+        if !carried.rewritten.is_empty() {
+            let paths = futures::stream::iter(carried.rewritten.clone());
+            if let Err(e) = table.file_io().delete_stream(paths).await {
+                tracing::debug!(table = %self.table, "could not delete the manifests of rewritten intents: {e}");
+            }
+        }
         for p in &carried.withdrawn {
             let path = &p.intent.record.manifest.path;
             if let Err(e) = table.file_io().delete(path).await {
