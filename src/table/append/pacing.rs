@@ -83,6 +83,9 @@ pub(super) struct Pacer {
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
+    /// The start (ms since the epoch) of the slot the next attempt was planned for, while this
+    /// node takes turns.
+    planned: Option<i64>,
     /// The wall clock the slot grid is read by: the system's, or a test's skewed one.
     clock: Option<Clock>,
 }
@@ -111,6 +114,7 @@ impl Pacer {
             load_first: 0,
             last_start: None,
             gap: Duration::ZERO,
+            planned: None,
             clock,
         }
     }
@@ -225,15 +229,23 @@ impl Pacer {
         round_trip_ms: f64,
         first_attempt: bool,
     ) {
-        let smoothed = match self.round_trip_ms {
-            // A shorter round trip counts more than a longer one: the slots a fleet's first,
-            // contended commits raised come down within a few commits once the turns hold.
-            Some(smoothed) if round_trip_ms < smoothed => smoothed * 0.5 + round_trip_ms * 0.5,
-            Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
-            None => round_trip_ms,
-        };
-        self.round_trip_ms = Some(smoothed);
-        self.slot_ms = desired_slot(self.slot_ms, smoothed);
+        // Only a commit made in this lane's slot tells what a slot needs. One made before
+        // the turns hold (a fleet's start, where every node commits at once on a busy machine)
+        // took what the crowd made it take: a 128-node fleet's start-up commits took 1.2 s,
+        // published 1.8 s slots, and with 8 committers each one's next commit (and so the
+        // slot's way down) was 14 s off, while the backlog grew into the commits that then
+        // kept the slots up.
+        if self.planned.is_some() {
+            let smoothed = match self.round_trip_ms {
+                // A shorter round trip counts more than a longer one: a slot raised by a slow
+                // commit comes down within a few commits.
+                Some(smoothed) if round_trip_ms < smoothed => smoothed * 0.5 + round_trip_ms * 0.5,
+                Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
+                None => round_trip_ms,
+            };
+            self.round_trip_ms = Some(smoothed);
+            self.slot_ms = desired_slot(self.slot_ms, smoothed);
+        }
         if first_attempt {
             self.pace.landed_clean();
         }
@@ -292,13 +304,18 @@ impl Pacer {
     /// this registrar's next slot when other registrars share the table (see [`Fleet`]), else the
     /// adaptive pace; never below the floor (`commit.min_interval`), nor below [`COURTESY_GAP`]
     /// while another kind of writer commits to the table.
-    fn next_gap(&self) -> Duration {
+    fn next_gap(&mut self) -> Duration {
         let now = Instant::now();
         let since_start = self
             .last_start
             .map_or(Duration::ZERO, |s| now.duration_since(s));
         let now_ms = self.now_ms();
-        let gap = match self.fleet.turn(now_ms) {
+        let turn = self.fleet.turn(now_ms);
+        self.planned = match turn {
+            Turn::Slot { start, .. } => Some(start),
+            Turn::Alone | Turn::Carried { .. } => None,
+        };
+        let gap = match turn {
             Turn::Slot { start, slot } => {
                 tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
@@ -756,19 +773,19 @@ pub(super) fn fallback_ms(slot: u64, lanes: usize) -> u64 {
 /// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
 /// needs, given the slot it published last (`current`): one and a half round trips in
 /// [`SLOT_UNIT_MS`] steps, raised at once when the round trip needs more, lowered only when it
-/// needs three quarters or less. The hysteresis keeps the published value, and so the fleet's
-/// grid, from flickering with every commit's round trip: nodes that read each other's values at
-/// different moments still agree. It is no wider: under contention the round trips of a fleet's
-/// first commits (a stampede of 409s) raise every slot several times over what a commit needs,
-/// and a slot that came down only at half kept 32 nodes' cycles at 30-40 s (p99 43 s) where
-/// 8-26 s was enough (p99 22 s; `benches/contention.sh --nodes 32`).
+/// needs half or less. Every change moves the whole fleet's grid (each slot's start is a
+/// multiple of its length), and the nodes learn of it one load at a time: until they all have,
+/// two committers can hold one moment, and one of them meets a 409 (64 nodes: 25 of 46
+/// in-window 409s of one run started within 25 ms of their winner). Lowered at three quarters, a 64-node fleet's committers moved the grid
+/// between 100, 150 and 200 ms every few commits. A slot raised by a fleet's start-up (a
+/// stampede of 409s) does not stick at half: those commits are not measured (`Pacer::landed`).
 pub(super) fn desired_slot(current: u64, round_trip_ms: f64) -> u64 {
     let need = (round_trip_ms.max(0.0) * 1.5).ceil() as u64;
     let rounded = need
         .div_ceil(SLOT_UNIT_MS)
         .saturating_mul(SLOT_UNIT_MS)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS);
-    if current == 0 || rounded > current || rounded.saturating_mul(4) <= current.saturating_mul(3) {
+    if current == 0 || rounded > current || rounded.saturating_mul(2) <= current {
         rounded
     } else {
         current
@@ -941,12 +958,13 @@ mod tests {
         assert_eq!(desired_slot(0, 60_000.0), MAX_SLOT_MS);
         // Raised at once...
         assert_eq!(desired_slot(150, 110.0), 200);
-        // ... but not lowered for a round trip that is only a little shorter.
-        assert_eq!(desired_slot(200, 120.0), 200);
-        assert_eq!(desired_slot(400, 210.0), 400);
-        // Lowered when it needs three quarters or less.
-        assert_eq!(desired_slot(200, 90.0), 150);
-        assert_eq!(desired_slot(400, 180.0), 300);
+        // ... but not lowered for a round trip that is only somewhat shorter ...
+        assert_eq!(desired_slot(200, 90.0), 200);
+        assert_eq!(desired_slot(150, 60.0), 150);
+        assert_eq!(desired_slot(400, 180.0), 400);
+        // ... only when it needs half or less.
+        assert_eq!(desired_slot(200, 60.0), 100);
+        assert_eq!(desired_slot(400, 130.0), 200);
         assert_eq!(desired_slot(400, 60.0), 100);
     }
 
@@ -1203,6 +1221,28 @@ mod tests {
         assert!(!is_lane(""));
         assert!(!is_lane("a,b"));
         assert!(!is_lane(&"a".repeat(33)));
+    }
+
+    #[test]
+    fn only_commits_made_in_turn_set_the_slot() {
+        // A table another registrar's lane commits to, as of now.
+        let mut m = serde_json::to_value(chain(1, &[1])).expect("json");
+        let now = chrono::Utc::now().timestamp_millis();
+        m["snapshots"][0]["timestamp-ms"] = json!(now - 1);
+        m["last-updated-ms"] = json!(now);
+        m["snapshots"][0]["summary"][LANE] = json!("00aa");
+        m["snapshots"][0]["summary"][SLOT_MS] = json!("100");
+        let m: TableMetadata = serde_json::from_value(m).expect("metadata");
+        let slot = |p: &Pacer| p.summary()[1].1.clone();
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
+        // The first commit (made alone, in a crowd: 1.2 s) publishes no slot ...
+        p.landed(&m, 1_200.0, false);
+        assert_eq!(slot(&p), "0");
+        // ... but planned the next in this lane's slot (the other lane is seen): that one's
+        // round trip sets it.
+        assert!(p.planned.is_some());
+        p.landed(&m, 60.0, true);
+        assert_eq!(slot(&p), "100");
     }
 
     #[test]

@@ -246,6 +246,7 @@ impl BatchCommit {
                         &env.config.url,
                         &table,
                         env.config.commit.max_segments,
+                        &|id: &SegmentId| held.holds_id(id),
                     )
                     .await;
             }
@@ -290,6 +291,7 @@ impl BatchCommit {
                         &env.config.url,
                         &table,
                         env.config.commit.max_segments,
+                        &|id: &SegmentId| held.holds_id(id),
                     )
                     .await;
             }

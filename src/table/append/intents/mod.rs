@@ -73,8 +73,12 @@ pub(crate) const LIST_LIMIT: usize = 1_000;
 const SEEN_LIMIT: usize = 4_096;
 /// How many intents are read at once.
 const READ_CONCURRENCY: usize = 8;
-/// How long a prefetched listing stands for the attempt's own.
-const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a prefetched listing stands for the attempt's own. Long: the listing and reads
+/// ahead of a load take seconds under a backlog (hundreds of intents to read), and listing
+/// again inside the window would carry every intent as it is, unread (one manifest each for
+/// the next commit to merge, in its window). Well within [`GRACE_MS`], so no manifest it names
+/// has been deleted; what was carried since, the table held then shows (`select`'s done).
+const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(30);
 /// The most intents of this node pending at once: past it, segments wait for the slot. A node
 /// that does not take turns learns what was carried at its fallback (up to a committer cycle
 /// of 5 s slots, 40 s), publishing about once a second meanwhile.
@@ -379,10 +383,17 @@ impl Intents {
         url: &crate::config::TableRoot,
         table: &Table,
         budget: usize,
+        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
     ) {
         let scope = Scope::of(url, table.metadata());
         let listed = self.list(store, &scope).await;
-        let loaded = load_files(table, &listed, budget, &self.table).await;
+        // What is read is what `select` will carry: in its order, and none that the table
+        // held already has a segment of (those are done or stale, never carried). Read in the
+        // listing's order, a backlog's reads went to intents carried already and waiting for
+        // their deletion, and the commit carried the rest as they were.
+        let own_keys: HashSet<&ObjectPath> = self.own.iter().map(|p| &p.key).collect();
+        let to_read = read_order(&listed, &own_keys, holds);
+        let loaded = load_files(table, &to_read, budget, &self.table).await;
         self.prefetched = Some((scope.uuid, std::time::Instant::now(), listed, loaded));
     }
 
@@ -672,13 +683,29 @@ impl Intents {
     }
 }
 
+/// The listed intents a carrier reads ahead, in the order it reads them (see
+/// [`Intents::prefetch`]): [`select::priority`]'s, without those the table held already has a
+/// segment of.
+fn read_order<'a>(
+    listed: &'a [(ObjectPath, Arc<Intent>)],
+    own_keys: &HashSet<&ObjectPath>,
+    holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+) -> Vec<&'a (ObjectPath, Arc<Intent>)> {
+    let mut order: Vec<&(ObjectPath, Arc<Intent>)> = listed
+        .iter()
+        .filter(|(_, intent)| !intent.ids.iter().any(holds))
+        .collect();
+    order.sort_by_cached_key(|(key, intent)| select::priority(intent, own_keys.contains(key)));
+    order
+}
+
 /// The data files of `listed` intents' manifests, read a few at a time, in listing order, as
 /// long as they hold at most `budget` files in all. A manifest that cannot be read, or that does
 /// not hold exactly the intent's files as a publisher writes them (added, with nothing to
 /// inherit yet), is left out: its intent is carried as it is.
 async fn load_files(
     table: &Table,
-    listed: &[(ObjectPath, Arc<Intent>)],
+    listed: &[&(ObjectPath, Arc<Intent>)],
     budget: usize,
     name: &str,
 ) -> Loaded {
@@ -865,6 +892,34 @@ mod tests {
             prefix: String::new(),
         };
         assert_eq!(intent_dir(&root, "u-1").as_ref(), "_thadam-intents/u-1");
+    }
+
+    #[test]
+    fn a_carrier_reads_ahead_what_it_will_carry_first() {
+        use record::tests::{expect, record};
+        let intent = |lane: &str, keys: &[&str], seq: u64| {
+            Arc::new(
+                record::parse(&record(lane, keys, seq, None).to_bytes(), expect()).expect("parses"),
+            )
+        };
+        // Listed in key order; "a" is in the table already (carried, not yet deleted).
+        let listed: Listed = vec![
+            (ObjectPath::from("i/0"), intent("a", &["a1"], 1)),
+            (ObjectPath::from("i/1"), intent("c", &["c1"], 1)),
+            (ObjectPath::from("i/2"), intent("b", &["b2"], 2)),
+            (ObjectPath::from("i/3"), intent("me", &["m1"], 1)),
+            (ObjectPath::from("i/4"), intent("b", &["b1"], 1)),
+        ];
+        let own = ObjectPath::from("i/3");
+        let own_keys: HashSet<&ObjectPath> = [&own].into_iter().collect();
+        let held = SegmentId::of("a1");
+        let holds = |id: &SegmentId| *id == held;
+        let order: Vec<&str> = read_order(&listed, &own_keys, &holds)
+            .into_iter()
+            .map(|(key, _)| key.as_ref())
+            .collect();
+        // Its own first, then the oldest (here: by lane, then seq), as `select` takes them.
+        assert_eq!(order, ["i/3", "i/4", "i/2", "i/1"]);
     }
 
     #[tokio::test]

@@ -28,6 +28,13 @@ pub(crate) struct Candidate<'a> {
     pub own: bool,
 }
 
+/// The order in which a commit considers intents: this committer's own first, then the oldest.
+/// Reading ahead (`Intents::prefetch`) follows it too, so that what is read is what is carried.
+pub(crate) fn priority(intent: &Intent, own: bool) -> (bool, i64, String, u64) {
+    let r = &intent.record;
+    (!own, r.created_ms, r.lane.clone(), r.max_seq)
+}
+
 /// What [`select`] decided, by index into its candidates.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Selection {
@@ -59,10 +66,7 @@ pub(crate) struct Context<'a> {
 /// Decides which of `candidates` a commit carries (see the module docs).
 pub(crate) fn select(candidates: &[Candidate<'_>], cx: &Context<'_>) -> Selection {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
-    order.sort_by_key(|&i| {
-        let r = &candidates[i].intent.record;
-        (!candidates[i].own, r.created_ms, r.lane.clone(), r.max_seq)
-    });
+    order.sort_by_cached_key(|&i| priority(candidates[i].intent, candidates[i].own));
     let mut out = Selection::default();
     let mut taken: HashSet<SegmentId> = HashSet::new();
     let mut carried = 0usize;
