@@ -229,29 +229,38 @@ impl Pacer {
         round_trip_ms: f64,
         first_attempt: bool,
     ) {
-        // Only a commit made in this lane's slot tells what a slot needs. One made before
-        // the turns hold (a fleet's start, where every node commits at once on a busy machine)
-        // took what the crowd made it take: a 128-node fleet's start-up commits took 1.2 s,
-        // published 1.8 s slots, and with 8 committers each one's next commit (and so the
-        // slot's way down) was 14 s off, while the backlog grew into the commits that then
-        // kept the slots up.
-        if self.planned.is_some() {
-            let smoothed = match self.round_trip_ms {
-                // A shorter round trip counts more than a longer one: a slot raised by a slow
-                // commit comes down within a few commits.
-                Some(smoothed) if round_trip_ms < smoothed => smoothed * 0.5 + round_trip_ms * 0.5,
-                Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
-                None => round_trip_ms,
-            };
-            self.round_trip_ms = Some(smoothed);
-            self.slot_ms = desired_slot(self.slot_ms, smoothed);
-        }
+        self.measured(round_trip_ms);
         if first_attempt {
             self.pace.landed_clean();
         }
         self.read_lanes(metadata);
         self.gap = self.next_gap();
         self.publish();
+    }
+
+    /// An attempt made in this lane's slot got the catalog's answer (landed, or a 409) after a
+    /// round trip of `round_trip_ms` (load or build → answer): the slot this lane needs follows
+    /// it. Only such attempts tell what a slot needs. One made before the turns hold (a
+    /// fleet's start, where every node commits at once on a busy machine) took what the crowd
+    /// made it take: a 128-node fleet's start-up commits took 1.2 s, published 1.8 s slots,
+    /// and with 8 committers each one's next commit (and so the slot's way down) was 14 s off,
+    /// while the backlog grew into the commits that then kept the slots up. A 409 counts too:
+    /// slots too short for the windows make every committer's commit meet the next one's, and
+    /// with landed commits alone nothing would raise them (a 128-node fleet whose committers
+    /// started on 100 ms slots landed nothing in its turns for two minutes).
+    pub(super) fn measured(&mut self, round_trip_ms: f64) {
+        if self.planned.is_none() {
+            return;
+        }
+        let smoothed = match self.round_trip_ms {
+            // A shorter round trip counts more than a longer one: a slot raised by a slow
+            // commit comes down within a few commits.
+            Some(smoothed) if round_trip_ms < smoothed => smoothed * 0.5 + round_trip_ms * 0.5,
+            Some(smoothed) => smoothed * 0.7 + round_trip_ms * 0.3,
+            None => round_trip_ms,
+        };
+        self.round_trip_ms = Some(smoothed);
+        self.slot_ms = desired_slot(self.slot_ms, smoothed);
     }
 
     /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
@@ -1224,7 +1233,7 @@ mod tests {
     }
 
     #[test]
-    fn only_commits_made_in_turn_set_the_slot() {
+    fn only_attempts_made_in_turn_set_the_slot() {
         // A table another registrar's lane commits to, as of now.
         let mut m = serde_json::to_value(chain(1, &[1])).expect("json");
         let now = chrono::Utc::now().timestamp_millis();
@@ -1243,6 +1252,9 @@ mod tests {
         assert!(p.planned.is_some());
         p.landed(&m, 60.0, true);
         assert_eq!(slot(&p), "100");
+        // A 409 in its slot after 600 ms raises it too (0.7 × 60 + 0.3 × 600 = 222 ms, × 1.5).
+        p.measured(600.0);
+        assert_eq!(slot(&p), "350");
     }
 
     #[test]

@@ -543,6 +543,10 @@ impl BatchCommit {
             Ok(answer) => return Ok(self.landed(env, held, sent, answer, started).await),
             Err(wire) => classify(wire),
         };
+        if matches!(failure, Failure::Conflict(_)) {
+            self.pacer
+                .measured(sent.window_start.elapsed().as_secs_f64() * 1000.0);
+        }
         let keyed = sent.request.idempotency_key().is_some();
         if retry::resend(&failure, keyed, sent.resends)
             && let Failure::Unknown(e) | Failure::NotApplied(e) = &failure
