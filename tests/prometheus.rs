@@ -617,6 +617,17 @@ async fn a_real_prometheus_scrapes_the_runner_and_fires_the_shipped_alerts() {
         assert_eq!(v.len(), 1, "{metric}: {v:?}");
         assert_eq!(v[0].1, want, "{metric}");
     }
+    // The phases of the commit windows: a lone registrar builds on its own last answer (no
+    // load), so each of its commits has a build and an answer.
+    for phase in ["build", "answer"] {
+        let v = prometheus
+            .vector(&format!(
+                "thadam_iceberg_commit_phase_seconds_count{{table=\"{telemetry}\",phase=\"{phase}\"}}"
+            ))
+            .await;
+        assert_eq!(v.len(), 1, "{phase}: {v:?}");
+        assert!(v[0].1 >= 1.0, "{phase}: {v:?}");
+    }
     let registered_at = chrono::Utc::now();
 
     // Which build: the gauge, with the version and the commit of this checkout.

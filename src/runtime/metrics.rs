@@ -114,6 +114,16 @@ pub const METRICS: &[MetricDoc] = &[
         "Time from preparing an append to its successful commit, retries included.",
     ),
     doc(
+        "thadam_iceberg_commit_phase_seconds",
+        Kind::Histogram,
+        &["table", "phase"],
+        Some(Unit::Seconds),
+        "Per append attempt, how long each phase of its window took: load (the table, when the \
+         attempt loads it first), build (from the table held to the request: what the table \
+         lacks, schema changes, the fleet's intents, manifests and merges) and answer (the \
+         catalog's commit round trip). Which phase makes windows outlast a fleet's slots.",
+    ),
+    doc(
         "thadam_iceberg_commit_window_seconds",
         Kind::Histogram,
         TABLE,

@@ -153,10 +153,23 @@ struct Sent {
     vended: Option<u64>,
     /// The fleet's intents it carries.
     carried: Carried,
-    /// When the window between the load (or the build) and the answer opened.
+    /// When the window between the load (or the build) and the answer opened ...
     window_start: Instant,
+    /// ... and when its load (if it loaded) was over and the build began.
+    built_from: Instant,
     /// How many times it was sent again as it is.
     resends: u32,
+}
+
+/// One phase of an append attempt's window, as `thadam_iceberg_commit_phase_seconds`: `load`
+/// (the table, when the attempt loads it first), `build` (from the table held to the request:
+/// what the table lacks, schema changes, the fleet's intents, the manifests and their merges)
+/// and `answer` (the catalog's commit round trip). A fleet's 409s come from windows longer than
+/// their slot, and which phase made them so is what to act on (a merge in `build`, a busy
+/// catalog in `load` and `answer`).
+fn record_phase(table: &TableName, phase: &'static str, took: Duration) {
+    metrics::histogram!("thadam_iceberg_commit_phase_seconds", "table" => table.to_string(), "phase" => phase)
+        .record(took.as_secs_f64());
 }
 
 /// Catalogs that manage snapshots themselves refuse `remove-snapshots` (Project Nessie answers
@@ -270,6 +283,7 @@ impl BatchCommit {
         }
         // 1. A table others commit to: the version held is most likely stale.
         let mut window_start = now;
+        let mut built_from = now;
         if (self.retry.is_some() || self.pacer.loads_first()) && held.table().is_some() {
             // A node that does not take turns writes nothing ahead and reads the intents only
             // if it commits after all (the build writes, `gather` lists then): most of its
@@ -298,6 +312,8 @@ impl BatchCommit {
             let before = held.version().and_then(|(_, snapshot)| snapshot);
             window_start = Instant::now();
             held.load(env, true).await?;
+            built_from = Instant::now();
+            record_phase(&self.name, "load", built_from - window_start);
             let conflicted = self
                 .retry
                 .as_mut()
@@ -504,6 +520,7 @@ impl BatchCommit {
                 vended,
                 carried: fleet,
                 window_start,
+                built_from,
                 resends: 0,
             };
             let outcome = self.send(env, held, sent, started, input.waiting).await?;
@@ -527,6 +544,7 @@ impl BatchCommit {
         if sent.resends == 0 {
             metrics::histogram!("thadam_iceberg_commit_window_seconds", "table" => self.name.to_string())
                 .record(sent.window_start.elapsed().as_secs_f64());
+            record_phase(&self.name, "build", sent.built_from.elapsed());
         }
         // From here on the files may be in the table: never deleted unless the catalog refuses.
         self.written.sent(&sent.files);
@@ -534,10 +552,12 @@ impl BatchCommit {
         // A stop abandons a commit in flight: safe, because whether it landed or not, the next
         // start finds its keys (or not) in the table and does only what is missing; its files
         // stay (they were marked sent).
+        let asked = Instant::now();
         let answer = tokio::select! {
             a = env.client.send_commit(&sent.request, Some(&sent.base)) => a,
             _ = shutdown.requested() => return Err(Error::cancelled()),
         };
+        record_phase(&self.name, "answer", asked.elapsed());
         // 6. What it means.
         let failure = match answer {
             Ok(answer) => return Ok(self.landed(env, held, sent, answer, started).await),
