@@ -295,7 +295,9 @@ which also serves the feeder's PUTs; registrars summed). *exactly once*: the dat
 current snapshot (pyiceberg `inspect.files()`) against the keys recorded in the logs: each once,
 none missing, nothing else (in the rival runs, the rest must be exactly the rivals' appends).
 *commit window*: `thadam_iceberg_commit_window_seconds`, summed over runners, p99 interpolated
-in its buckets; *commit interval*: `thadam_iceberg_commit_interval_seconds` of each runner at
+in its buckets; *window phases*: `thadam_iceberg_commit_phase_seconds` by phase (the load,
+when the attempt loads first; the build, from the table held to the request; the catalog's
+answer), p99 the same way; *commit interval*: `thadam_iceberg_commit_interval_seconds` of each runner at
 the end; *attempt files*: `thadam_iceberg_attempt_files_deleted_total`; "–": no such series
 (not in this build, or a counter never incremented).
 NOTES

@@ -59,6 +59,7 @@ BACKLOG = "thadam_iceberg_backlog_segments"
 COMMITS = "thadam_iceberg_commits_total"
 OUTCOMES = ("ok", "conflict", "unknown_state", "failed", "fatal")
 WINDOW = "thadam_iceberg_commit_window_seconds"
+PHASES = "thadam_iceberg_commit_phase_seconds"
 INTERVAL = "thadam_iceberg_commit_interval_seconds"
 DELETED = "thadam_iceberg_attempt_files_deleted_total"
 # Fleet intents (a node's segments another node carried count as handled for the drain).
@@ -719,6 +720,8 @@ def cmd_run(args) -> dict:
             "rival_results": rival_results,
             "commits": commits,
             "commit_window": histogram(before, after, WINDOW),
+            "commit_phases": {phase: histogram(before, after, f"{PHASES}@{phase}")
+                              for phase in ("load", "build", "answer")},
             "commit_duration": histogram(before, after, "thadam_iceberg_commit_duration_seconds"),
             "commit_interval_s": intervals or None,
             "attempt_files_deleted": deleted,
@@ -798,6 +801,7 @@ def details_row(r: dict, first: str) -> list[str]:
         " / ".join(f"{c[o]:.0f}" for o in ("ok", "conflict", "unknown_state", "failed")),
         (f"{ms(1000 * w['mean_s'])} / {ms(1000 * w['p99_s'] if w['p99_s'] is not None else None)}"
          if w and w["count"] else NO_SERIES),
+        phases_p99(r.get("commit_phases")),
         (f"{min(interval):.2f} – {max(interval):.2f} s" if interval else NO_SERIES),
         (f"{d['deleted']:.0f} / {d['failed']:.0f}" if d else NO_SERIES),
         f"{ms(1000 * behind)}",
@@ -812,8 +816,18 @@ def details_row(r: dict, first: str) -> list[str]:
 # A series a runner does not export: not in this build, or (a counter) never incremented.
 NO_SERIES = "–"
 
+
+def phases_p99(phases: dict | None) -> str:
+    """The p99 of each phase of the commit windows (load / build / answer), summed over runners."""
+    if not phases or not any(h and h["count"] for h in phases.values()):
+        return NO_SERIES
+    return " / ".join(
+        ms(1000 * h["p99_s"]) if h and h["count"] and h["p99_s"] is not None else NO_SERIES
+        for h in (phases.get(p) for p in ("load", "build", "answer")))
+
 DETAIL_HEADERS = ["segments fed / registered", "drain", "registrar snapshots (seg each)",
                   "commits ok / 409 / unknown / failed", "commit window mean / p99",
+                  "window phases p99: load / build / answer",
                   "commit interval (gauge, per node)", "attempt files deleted / failed",
                   "feeder max behind", "runner peak RSS (max)", "CPU s: feeder / driver",
                   "intents published / carried by another node / by their own / skipped"]

@@ -26,7 +26,8 @@ def log(msg: str) -> None:
 
 
 def parse_metrics(text: str, table: str) -> dict[str, float]:
-    """Series of one table (plus unlabelled ones), keyed `name` or `name{le=..}` for buckets;
+    """Series of one table (plus unlabelled ones), keyed `name` or `name{le=..}` for buckets
+    (`name@phase` for a histogram by `phase`);
     series that differ only in other labels are summed: by `outcome`, `whose` or `reason` under
     `name:value`, by any other (cause) under `name`."""
     out: dict[str, float] = {}
@@ -38,6 +39,12 @@ def parse_metrics(text: str, table: str) -> dict[str, float]:
         labels = bench.parse_labels(rest.rstrip("}")) if rest else {}
         if labels.get("table", table) != table:
             continue
+        if "phase" in labels:
+            # One histogram per phase: `name@phase` (+ `_bucket`, `_count`, `_sum`).
+            for suffix in ("_bucket", "_count", "_sum"):
+                if name.endswith(suffix):
+                    name = f"{name[:-len(suffix)]}@{labels['phase']}{suffix}"
+                    break
         key = name
         if "le" in labels:
             key = f"{name}{{le={labels['le']}}}"
