@@ -153,10 +153,8 @@ struct Sent {
     vended: Option<u64>,
     /// The fleet's intents it carries.
     carried: Carried,
-    /// When the window between the load (or the build) and the answer opened ...
+    /// When the window between the load (or the build) and the answer opened.
     window_start: Instant,
-    /// ... and when its load (if it loaded) was over and the build began.
-    built_from: Instant,
     /// How many times it was sent again as it is.
     resends: u32,
 }
@@ -252,17 +250,7 @@ impl BatchCommit {
         // An idle committer's turn (see `carries_when_idle`): it loads and commits only when
         // there is something to carry.
         if input.batch.is_empty() && self.resend.is_none() && self.retry.is_none() {
-            if let Some(table) = held.table().cloned() {
-                self.intents
-                    .prefetch(
-                        env.store,
-                        &env.config.url,
-                        &table,
-                        env.config.commit.max_segments,
-                        &|id: &SegmentId| held.holds_id(id),
-                    )
-                    .await;
-            }
+            self.read_intents_ahead(env, held).await;
             if !self.intents.prefetched_any() {
                 self.pacer.deferred();
                 return Ok(Attempted {
@@ -293,21 +281,8 @@ impl BatchCommit {
             if takes_turns {
                 self.write_ahead_of_load(env, held, input.batch).await;
             }
-            if !input.batch.is_empty()
-                && self.intents.lists(self.pacer.slotted())
-                && takes_turns
-                && let Some(table) = held.table()
-            {
-                let table = table.clone();
-                self.intents
-                    .prefetch(
-                        env.store,
-                        &env.config.url,
-                        &table,
-                        env.config.commit.max_segments,
-                        &|id: &SegmentId| held.holds_id(id),
-                    )
-                    .await;
+            if !input.batch.is_empty() && self.intents.lists(self.pacer.slotted()) && takes_turns {
+                self.read_intents_ahead(env, held).await;
             }
             let before = held.version().and_then(|(_, snapshot)| snapshot);
             window_start = Instant::now();
@@ -506,6 +481,7 @@ impl BatchCommit {
                 },
             };
             // 5. Send.
+            record_phase(&self.name, "build", built_from.elapsed());
             let request = env
                 .client
                 .commit_request(&self.name, requirements, updates)?;
@@ -520,7 +496,6 @@ impl BatchCommit {
                 vended,
                 carried: fleet,
                 window_start,
-                built_from,
                 resends: 0,
             };
             let outcome = self.send(env, held, sent, started, input.waiting).await?;
@@ -544,7 +519,6 @@ impl BatchCommit {
         if sent.resends == 0 {
             metrics::histogram!("thadam_iceberg_commit_window_seconds", "table" => self.name.to_string())
                 .record(sent.window_start.elapsed().as_secs_f64());
-            record_phase(&self.name, "build", sent.built_from.elapsed());
         }
         // From here on the files may be in the table: never deleted unless the catalog refuses.
         self.written.sent(&sent.files);
@@ -964,6 +938,23 @@ impl BatchCommit {
              sink to silence this",
             self.name
         );
+    }
+
+    /// Lists the fleet's intents and reads ahead the manifests of those the next commit will
+    /// carry, on the version of the table held (see `Intents::prefetch`).
+    async fn read_intents_ahead(&mut self, env: Env<'_>, held: &HeldTable) {
+        let Some(table) = held.table().cloned() else {
+            return;
+        };
+        self.intents
+            .prefetch(
+                env.store,
+                &env.config.url,
+                &table,
+                env.config.commit.max_segments,
+                &|id: &SegmentId| held.holds_id(id),
+            )
+            .await;
     }
 
     /// Writes, on the version of the table held, what the next attempt will need and does not

@@ -355,12 +355,8 @@ impl Intents {
         for p in &done {
             seqs.extend(p.seqs.iter().copied());
         }
-        delete_all(
-            store,
-            done.into_iter().map(|p| p.key).collect(),
-            &self.table,
-        )
-        .await;
+        let keys: Vec<ObjectPath> = done.into_iter().map(|p| p.key).collect();
+        delete_all(store, &keys, &self.table).await;
         if !seqs.is_empty() {
             metrics::counter!("thadam_iceberg_segments_carried_by_others_total", "table" => self.table.clone())
                 .increment(seqs.len() as u64);
@@ -547,7 +543,7 @@ impl Intents {
                 moot.push(key.clone());
             }
         }
-        delete_all(store, moot, &self.table).await;
+        delete_all(store, &moot, &self.table).await;
         carried
     }
 
@@ -569,33 +565,37 @@ impl Intents {
                 .increment(1);
             self.seen.remove(key.as_ref());
         }
-        let gone: Vec<&ObjectPath> = carried
+        let gone: Vec<ObjectPath> = carried
             .keys
             .iter()
             .map(|(k, _, _)| k)
             .chain(carried.withdrawn.iter().map(|p| &p.key))
+            .cloned()
             .collect();
-        delete_all(
-            store,
-            gone.iter().map(|k| (*k).clone()).collect(),
-            &self.table,
-        )
-        .await;
-        let gone: HashSet<&ObjectPath> = gone.into_iter().collect();
+        delete_all(store, &gone, &self.table).await;
+        let gone: HashSet<&ObjectPath> = gone.iter().collect();
         self.own.retain(|p| !gone.contains(&p.key));
-        // The manifests its own now holds the files of: no snapshot names them, nor can any
-        // (a commit that lands from now on is built on this one, which holds their segments).
-        if !carried.rewritten.is_empty() {
-            let paths = futures::stream::iter(carried.rewritten.clone());
-            if let Err(e) = table.file_io().delete_stream(paths).await {
-                tracing::debug!(table = %self.table, "could not delete the manifests of rewritten intents: {e}");
-            }
-        }
-        for p in &carried.withdrawn {
-            let path = &p.intent.record.manifest.path;
-            if let Err(e) = table.file_io().delete(path).await {
-                tracing::debug!(table = %self.table, path, "could not delete a withdrawn intent's manifest: {e}");
-            }
+        // The manifests the commit's own now holds the files of, and those of the intents this
+        // node withdrew: no snapshot names them, nor can any (a commit that lands from now on
+        // is built on this one, which holds their segments).
+        let manifests: Vec<String> = carried
+            .rewritten
+            .iter()
+            .cloned()
+            .chain(
+                carried
+                    .withdrawn
+                    .iter()
+                    .map(|p| p.intent.record.manifest.path.clone()),
+            )
+            .collect();
+        if !manifests.is_empty()
+            && let Err(e) = table
+                .file_io()
+                .delete_stream(futures::stream::iter(manifests))
+                .await
+        {
+            tracing::debug!(table = %self.table, "could not delete the manifests of carried or withdrawn intents: {e}");
         }
     }
 
@@ -699,7 +699,7 @@ fn read_order<'a>(
     order
 }
 
-/// The data files of `listed` intents' manifests, read a few at a time, in listing order, as
+/// The data files of `listed` intents' manifests, read a few at a time, in the order given, as
 /// long as they hold at most `budget` files in all. A manifest that cannot be read, or that does
 /// not hold exactly the intent's files as a publisher writes them (added, with nothing to
 /// inherit yet), is left out: its intent is carried as it is.
@@ -843,11 +843,11 @@ pub(crate) fn intent_dir(url: &crate::config::TableRoot, table_uuid: &str) -> Ob
 /// like every intent deletion (a leftover is moot, and deleted after the grace period). Stores
 /// without a bulk call (object_store's default is one DELETE per key) or that refuse it (some
 /// S3-compatible stores do not implement DeleteObjects) get one DELETE per key instead.
-async fn delete_all(store: &Arc<dyn ObjectStore>, keys: Vec<ObjectPath>, table: &str) {
+async fn delete_all(store: &Arc<dyn ObjectStore>, keys: &[ObjectPath], table: &str) {
     if keys.is_empty() {
         return;
     }
-    let stream = futures::stream::iter(keys.clone().into_iter().map(Ok)).boxed();
+    let stream = futures::stream::iter(keys.iter().cloned().map(Ok)).boxed();
     let failed = store
         .delete_stream(stream)
         .filter(|r| {
@@ -864,7 +864,7 @@ async fn delete_all(store: &Arc<dyn ObjectStore>, keys: Vec<ObjectPath>, table: 
             keys = keys.len(),
             "could not delete intents in bulk ({e}); deleting them one by one"
         );
-        for key in &keys {
+        for key in keys {
             match store.delete(key).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => tracing::debug!(table, key = %key, "could not delete an intent: {e}"),
@@ -937,7 +937,7 @@ mod tests {
         }
         let mut doomed = keys.clone();
         doomed.push(ObjectPath::from("_thadam-intents/u/gone.json"));
-        delete_all(&store, doomed, "t").await;
+        delete_all(&store, &doomed, "t").await;
         let left: Vec<String> = store
             .list(None)
             .map_ok(|m| m.location.to_string())
