@@ -83,9 +83,9 @@ pub(super) struct Pacer {
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
-    /// The start (ms since the epoch) of the slot the next attempt was planned for, while this
-    /// node takes turns.
-    planned: Option<i64>,
+    /// The start (ms since the epoch) and length of the slot the next attempt was planned for,
+    /// while this node takes turns.
+    planned: Option<(i64, u64)>,
     /// The wall clock the slot grid is read by: the system's, or a test's skewed one.
     clock: Option<Clock>,
 }
@@ -249,9 +249,9 @@ impl Pacer {
     /// with landed commits alone nothing would raise them (a 128-node fleet whose committers
     /// started on 100 ms slots landed nothing in its turns for two minutes).
     pub(super) fn measured(&mut self, round_trip_ms: f64) {
-        if self.planned.is_none() {
+        let Some((_, made_in)) = self.planned else {
             return;
-        }
+        };
         let smoothed = match self.round_trip_ms {
             // A shorter round trip counts more than a longer one: a slot raised by a slow
             // commit comes down within a few commits.
@@ -260,7 +260,7 @@ impl Pacer {
             None => round_trip_ms,
         };
         self.round_trip_ms = Some(smoothed);
-        self.slot_ms = desired_slot(self.slot_ms, smoothed);
+        self.slot_ms = desired_slot(self.slot_ms, made_in, smoothed);
     }
 
     /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
@@ -321,7 +321,7 @@ impl Pacer {
         let now_ms = self.now_ms();
         let turn = self.fleet.turn(now_ms);
         self.planned = match turn {
-            Turn::Slot { start, .. } => Some(start),
+            Turn::Slot { start, slot } => Some((start, slot)),
             Turn::Alone | Turn::Carried { .. } => None,
         };
         let gap = match turn {
@@ -780,22 +780,36 @@ pub(super) fn fallback_ms(slot: u64, lanes: usize) -> u64 {
 }
 
 /// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
-/// needs, given the slot it published last (`current`): one and a half round trips in
-/// [`SLOT_UNIT_MS`] steps, raised at once when the round trip needs more, lowered only when it
-/// needs half or less. Every change moves the whole fleet's grid (each slot's start is a
-/// multiple of its length), and the nodes learn of it one load at a time: until they all have,
-/// two committers can hold one moment, and one of them meets a 409 (64 nodes: 25 of 46
-/// in-window 409s of one run started within 25 ms of their winner). Lowered at three quarters, a 64-node fleet's committers moved the grid
-/// between 100, 150 and 200 ms every few commits. A slot raised by a fleet's start-up (a
-/// stampede of 409s) does not stick at half: those commits are not measured (`Pacer::landed`).
-pub(super) fn desired_slot(current: u64, round_trip_ms: f64) -> u64 {
+/// needs, given the slot it published last (`current`) and the slot the attempt measured was
+/// made in (`made_in`): one and a half round trips in [`SLOT_UNIT_MS`] steps, raised at once
+/// when the round trip needs more, but to at most twice the longer of `current` and `made_in`
+/// per turn, and lowered only when it needs half or less.
+///
+/// Every change moves the whole fleet's grid (each slot's start is a multiple of its length),
+/// and the nodes learn of it one load at a time: until they all have, two committers can hold
+/// one moment, and one of them meets a 409 (64 nodes: 25 of 46 in-window 409s of one run
+/// started within 25 ms of their winner). Lowered at three quarters, a 64-node fleet's
+/// committers moved the grid between 100, 150 and 200 ms every few commits.
+///
+/// The raise is bounded because a slot comes down only at its lane's next turn, a cycle of
+/// the committers later, and that cycle is eight of the slots raised: a 128-node fleet's
+/// committer whose first turn took 3.2 s (every node starting at once) published 4.8 s
+/// slots, a 38 s cycle, and with `commit.max_segments` per commit the fleet landed 111 of the
+/// 128 segments a second fed to it until that lane's next turn. Windows that stay long raise
+/// the slot turn after turn (150, 300, 600, 1,200 ms, ...), each 409 in a turn counting too.
+pub(super) fn desired_slot(current: u64, made_in: u64, round_trip_ms: f64) -> u64 {
     let need = (round_trip_ms.max(0.0) * 1.5).ceil() as u64;
     let rounded = need
         .div_ceil(SLOT_UNIT_MS)
         .saturating_mul(SLOT_UNIT_MS)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS);
+    let ceiling = current
+        .max(made_in)
+        .max(MIN_SLOT_MS)
+        .saturating_mul(2)
+        .min(MAX_SLOT_MS);
     if current == 0 || rounded > current || rounded.saturating_mul(2) <= current {
-        rounded
+        rounded.min(ceiling)
     } else {
         current
     }
@@ -961,20 +975,36 @@ mod tests {
 
     #[test]
     fn a_slot_is_one_and_a_half_round_trips_and_does_not_flicker() {
-        assert_eq!(desired_slot(0, 0.0), MIN_SLOT_MS);
-        assert_eq!(desired_slot(0, 40.0), 100);
-        assert_eq!(desired_slot(0, 70.0), 150);
-        assert_eq!(desired_slot(0, 60_000.0), MAX_SLOT_MS);
+        let any = MAX_SLOT_MS;
+        assert_eq!(desired_slot(0, any, 0.0), MIN_SLOT_MS);
+        assert_eq!(desired_slot(0, any, 40.0), 100);
+        assert_eq!(desired_slot(0, any, 70.0), 150);
+        assert_eq!(desired_slot(0, any, 60_000.0), MAX_SLOT_MS);
         // Raised at once...
-        assert_eq!(desired_slot(150, 110.0), 200);
+        assert_eq!(desired_slot(150, any, 110.0), 200);
         // ... but not lowered for a round trip that is only somewhat shorter ...
-        assert_eq!(desired_slot(200, 90.0), 200);
-        assert_eq!(desired_slot(150, 60.0), 150);
-        assert_eq!(desired_slot(400, 180.0), 400);
+        assert_eq!(desired_slot(200, any, 90.0), 200);
+        assert_eq!(desired_slot(150, any, 60.0), 150);
+        assert_eq!(desired_slot(400, any, 180.0), 400);
         // ... only when it needs half or less.
-        assert_eq!(desired_slot(200, 60.0), 100);
-        assert_eq!(desired_slot(400, 130.0), 200);
-        assert_eq!(desired_slot(400, 60.0), 100);
+        assert_eq!(desired_slot(200, any, 60.0), 100);
+        assert_eq!(desired_slot(400, any, 130.0), 200);
+        assert_eq!(desired_slot(400, any, 60.0), 100);
+    }
+
+    #[test]
+    fn a_slot_at_most_doubles_per_turn() {
+        // Made in a 150 ms slot, a 3.2 s round trip asks for 300 ms, not 4,800 ...
+        assert_eq!(desired_slot(0, 150, 3_200.0), 300);
+        assert_eq!(desired_slot(150, 150, 3_200.0), 300);
+        // ... twice the longer of the slot it was made in and the one it published ...
+        assert_eq!(desired_slot(600, 150, 3_200.0), 1_200);
+        assert_eq!(desired_slot(0, 2_000, 3_200.0), 4_000);
+        // ... and what it needs when that is less.
+        assert_eq!(desired_slot(0, 150, 150.0), 250);
+        assert_eq!(desired_slot(0, 4_000, 60_000.0), MAX_SLOT_MS);
+        // Lowering is not bounded: a slot comes down at once when it needs half or less.
+        assert_eq!(desired_slot(4_800, 4_800, 300.0), 450);
     }
 
     #[test]
@@ -1252,9 +1282,39 @@ mod tests {
         assert!(p.planned.is_some());
         p.landed(&m, 60.0, true);
         assert_eq!(slot(&p), "100");
-        // A 409 in its slot after 600 ms raises it too (0.7 × 60 + 0.3 × 600 = 222 ms, × 1.5).
+        // A 409 in its slot after 600 ms raises it too (0.7 × 60 + 0.3 × 600 = 222 ms, × 1.5
+        // = 350), by at most twice the slot it was made in per turn: 200, then 400.
         p.measured(600.0);
-        assert_eq!(slot(&p), "350");
+        assert_eq!(slot(&p), "200");
+        p.measured(600.0);
+        assert_eq!(slot(&p), "400");
+    }
+
+    #[test]
+    fn a_crowded_first_turn_does_not_set_a_long_slot() {
+        // A 128-node fleet's start-up: the fleet takes turns on 150 ms slots, and a committer's
+        // first commit in its turn takes 3.2 s while every node loads and commits at once. At
+        // 1.5 × 3.2 s it published 4,800 ms slots, the fleet's cycle became 38 s, and with
+        // `commit.max_segments` per commit the fleet landed 111 of the 128 segments a second
+        // fed it until that lane's next turn: a backlog of minutes.
+        let mut m = serde_json::to_value(chain(1, &[1])).expect("json");
+        let now = chrono::Utc::now().timestamp_millis();
+        m["snapshots"][0]["timestamp-ms"] = json!(now - 1);
+        m["last-updated-ms"] = json!(now);
+        m["snapshots"][0]["summary"][LANE] = json!("00aa");
+        m["snapshots"][0]["summary"][SLOT_MS] = json!("150");
+        let m: TableMetadata = serde_json::from_value(m).expect("metadata");
+        let slot = |p: &Pacer| p.summary()[1].1.clone();
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
+        p.landed(&m, 1_200.0, false);
+        assert_eq!(p.planned.map(|(_, slot)| slot), Some(150));
+        p.landed(&m, 3_200.0, true);
+        assert_eq!(slot(&p), "300");
+        // Windows that stay long raise it turn after turn, twice as long each time.
+        p.landed(&m, 3_200.0, true);
+        assert_eq!(slot(&p), "600");
+        p.landed(&m, 3_200.0, true);
+        assert_eq!(slot(&p), "1200");
     }
 
     #[test]
