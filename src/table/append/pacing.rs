@@ -1262,17 +1262,25 @@ mod tests {
         assert!(!is_lane(&"a".repeat(33)));
     }
 
-    #[test]
-    fn only_attempts_made_in_turn_set_the_slot() {
-        // A table another registrar's lane commits to, as of now.
+    /// A table another registrar's lane (`00aa`, publishing `slot_ms`) committed to just now.
+    fn another_lane_now(slot_ms: u64) -> TableMetadata {
         let mut m = serde_json::to_value(chain(1, &[1])).expect("json");
         let now = chrono::Utc::now().timestamp_millis();
         m["snapshots"][0]["timestamp-ms"] = json!(now - 1);
         m["last-updated-ms"] = json!(now);
         m["snapshots"][0]["summary"][LANE] = json!("00aa");
-        m["snapshots"][0]["summary"][SLOT_MS] = json!("100");
-        let m: TableMetadata = serde_json::from_value(m).expect("metadata");
-        let slot = |p: &Pacer| p.summary()[1].1.clone();
+        m["snapshots"][0]["summary"][SLOT_MS] = json!(slot_ms.to_string());
+        serde_json::from_value(m).expect("metadata")
+    }
+
+    /// The slot a pacer publishes with its next commit.
+    fn slot(p: &Pacer) -> String {
+        p.summary()[1].1.clone()
+    }
+
+    #[test]
+    fn only_attempts_made_in_turn_set_the_slot() {
+        let m = another_lane_now(100);
         let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
         // The first commit (made alone, in a crowd: 1.2 s) publishes no slot ...
         p.landed(&m, 1_200.0, false);
@@ -1297,14 +1305,7 @@ mod tests {
         // 1.5 × 3.2 s it published 4,800 ms slots, the fleet's cycle became 38 s, and with
         // `commit.max_segments` per commit the fleet landed 111 of the 128 segments a second
         // fed it until that lane's next turn: a backlog of minutes.
-        let mut m = serde_json::to_value(chain(1, &[1])).expect("json");
-        let now = chrono::Utc::now().timestamp_millis();
-        m["snapshots"][0]["timestamp-ms"] = json!(now - 1);
-        m["last-updated-ms"] = json!(now);
-        m["snapshots"][0]["summary"][LANE] = json!("00aa");
-        m["snapshots"][0]["summary"][SLOT_MS] = json!("150");
-        let m: TableMetadata = serde_json::from_value(m).expect("metadata");
-        let slot = |p: &Pacer| p.summary()[1].1.clone();
+        let m = another_lane_now(150);
         let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
         p.landed(&m, 1_200.0, false);
         assert_eq!(p.planned.map(|(_, slot)| slot), Some(150));
