@@ -83,9 +83,9 @@ pub(super) struct Pacer {
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
-    /// The start (ms since the epoch) and length of the slot the next attempt was planned for,
-    /// while this node takes turns.
-    planned: Option<(i64, u64)>,
+    /// The length of the slot the next attempt was planned in, while this node takes turns:
+    /// only such attempts measure the slot ([`Self::measured`]).
+    planned: Option<u64>,
     /// The wall clock the slot grid is read by: the system's, or a test's skewed one.
     clock: Option<Clock>,
 }
@@ -249,7 +249,7 @@ impl Pacer {
     /// with landed commits alone nothing would raise them (a 128-node fleet whose committers
     /// started on 100 ms slots landed nothing in its turns for two minutes).
     pub(super) fn measured(&mut self, round_trip_ms: f64) {
-        let Some((_, made_in)) = self.planned else {
+        let Some(made_in) = self.planned else {
             return;
         };
         let smoothed = match self.round_trip_ms {
@@ -321,7 +321,7 @@ impl Pacer {
         let now_ms = self.now_ms();
         let turn = self.fleet.turn(now_ms);
         self.planned = match turn {
-            Turn::Slot { start, slot } => Some((start, slot)),
+            Turn::Slot { slot, .. } => Some(slot),
             Turn::Alone | Turn::Carried { .. } => None,
         };
         let gap = match turn {
@@ -1308,7 +1308,7 @@ mod tests {
         let m = another_lane_now(150);
         let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
         p.landed(&m, 1_200.0, false);
-        assert_eq!(p.planned.map(|(_, slot)| slot), Some(150));
+        assert_eq!(p.planned, Some(150));
         p.landed(&m, 3_200.0, true);
         assert_eq!(slot(&p), "300");
         // Windows that stay long raise it turn after turn, twice as long each time.
