@@ -781,3 +781,196 @@ async fn a_fleet_with_nodes_whose_clocks_are_slots_off_lands_everything_once() {
         )
     );
 }
+
+/// A node's catalog link, as the test holds it: appends pass while it is open, and wait while
+/// it is shut (hang guard: two minutes).
+struct Gate {
+    open: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl BeforeAppend for Gate {
+    async fn before_append(&self, _: &TableName, _: &iceberg::table::Table, _: &[ReadySegment]) {
+        let mut open = self.open.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(120), open.wait_for(|o| *o)).await;
+    }
+}
+
+/// The lane that commits in turn (the lowest of those the table shows), and the sink id of the
+/// node it belongs to (from `thadam.writer`: each node of these tests has its own).
+fn committer(table: &iceberg::table::Table) -> (String, String) {
+    let mut lanes: Vec<(String, String)> = table
+        .metadata()
+        .snapshots()
+        .filter_map(|s| {
+            let summary = &s.summary().additional_properties;
+            Some((
+                summary.get("thadam.lane")?.clone(),
+                summary.get("thadam.writer")?.clone(),
+            ))
+        })
+        .collect();
+    lanes.sort();
+    lanes.into_iter().next().expect("a lane")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_committer_cannot_commit_the_others_land_everything_themselves() {
+    let (h, table, mut nodes) = fleet(Harness::new("intents-committer"), "m", 3);
+    for node in &mut nodes {
+        node.config.id = format!("sink-{}", node.name);
+    }
+    let gates: Vec<_> = (0..3).map(|_| tokio::sync::watch::channel(true)).collect();
+    let tunings = gates
+        .iter()
+        .map(|(_, open)| hooked(Gate { open: open.clone() }))
+        .collect();
+    let handles = warm_up(&h, &mut nodes, tunings).await;
+    let uuid = table_uuid(&h).await;
+    flow(&h, &mut nodes, 4, Duration::from_millis(300)).await;
+    for handle in &handles {
+        wait_handled(handle, nodes[0].keys.len() as u64).await;
+    }
+
+    // One lane commits in turn, the others publish: shut the committer's link.
+    let (lane, writer) = committer(&h.table(DATASET).await.expect("table"));
+    let cut = nodes
+        .iter()
+        .position(|n| writer.contains(&format!("sink-{}/", n.name)))
+        .expect("the committer's node");
+    println!("the committer: lane {lane}, node {}", nodes[cut].name);
+    gates[cut].0.send(false).expect("shut");
+    let before = conflicts(&table);
+    let shut_at = std::time::Instant::now();
+    flow(&h, &mut nodes, 6, Duration::from_millis(300)).await;
+
+    // The others find nothing carried for a fallback (5 s) and commit what they published
+    // themselves, each such commit carrying everyone's, the cut node's included.
+    let each = nodes[0].keys.len() as u64;
+    for (i, handle) in handles.iter().enumerate() {
+        if i != cut {
+            tokio::time::timeout(Duration::from_secs(90), wait_handled(handle, each))
+                .await
+                .expect("the other nodes land their segments without the committer");
+        }
+    }
+    println!(
+        "without the committer: the others landed theirs {:.1} s after its link went down, {} 409s",
+        shut_at.elapsed().as_secs_f64(),
+        conflicts(&table) - before
+    );
+    let t = h.table(DATASET).await.expect("table");
+    let cut_keys: Vec<String> = nodes[cut].keys[1..]
+        .iter()
+        .map(|k| format!("s3://{}/{k}", h.env.bucket))
+        .collect();
+    let files = common::data_files(&t).await;
+    assert!(
+        cut_keys.iter().any(|k| files.contains(k)),
+        "what the cut committer published was carried by the others"
+    );
+
+    // Its link back, it finishes (what was carried counts as handled); nothing is twice.
+    gates[cut].0.send(true).expect("open");
+    settle(&nodes, handles).await;
+    assert_done(&h, &nodes, &uuid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleets_carrying_snapshots_expire_once_their_short_guards_are_covered() {
+    let (h, table, mut nodes) = fleet(
+        Harness::with(
+            "intents-retain",
+            common::Options {
+                extra_iceberg_yaml: "      snapshot_retention: { max_age: 1m, min_snapshots: 5 }"
+                    .to_string(),
+                ..common::Options::default()
+            },
+        ),
+        "e",
+        3,
+    );
+    let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
+    flow(&h, &mut nodes, 8, Duration::from_millis(300)).await;
+    settle(&nodes, handles).await;
+
+    // Each carrying snapshot names, per carried log, its watermark and the seq it must reach,
+    // in the short form: `~` and the log's UUID in base64.
+    let carrying = |t: &iceberg::table::Table| -> Vec<String> {
+        t.metadata()
+            .snapshots()
+            .filter_map(|s| {
+                s.summary()
+                    .additional_properties
+                    .get("thadam.carried-marks")
+                    .cloned()
+            })
+            .collect()
+    };
+    let t = h.table(DATASET).await.expect("table");
+    let marks = carrying(&t);
+    assert!(!marks.is_empty(), "the fleet carried intents");
+    for value in &marks {
+        for entry in value.split(',') {
+            let (short, seq) = entry.rsplit_once('=').expect("property=seq");
+            let id = short.strip_prefix('~').expect("the short form");
+            let bytes =
+                base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, id)
+                    .expect("base64");
+            let property = format!(
+                "thadam.watermark.{}",
+                uuid::Uuid::from_slice(&bytes).expect("a UUID")
+            );
+            let mark = t
+                .metadata()
+                .properties()
+                .get(&property)
+                .expect("a watermark of the fleet");
+            let reached: u64 = mark
+                .split(':')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .expect("mark");
+            assert!(
+                reached >= seq.parse::<u64>().expect("seq"),
+                "{property} covers {entry}"
+            );
+        }
+    }
+
+    // An hour later (its retention clock), a node's next commit expires what the guards allow:
+    // every carrying snapshot but the newest few.
+    let hour_ahead = Tuning {
+        hooks: Hooks {
+            clock: Some(Arc::new(|| {
+                chrono::Utc::now().timestamp_millis() + 3_600_000
+            })),
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    };
+    nodes[0].ship(&h).await;
+    let later = nodes[0].start(hour_ahead).await;
+    wait_handled(&later, nodes[0].keys.len() as u64).await;
+    stop(later).await;
+    let t = h.table(DATASET).await.expect("table");
+    let left = carrying(&t).len();
+    println!(
+        "carrying snapshots: {} before the expiry, {left} after ({} snapshots in all)",
+        marks.len(),
+        t.metadata().snapshots().count()
+    );
+    assert!(
+        left < marks.len() && left <= 5,
+        "covered carrying snapshots were expired"
+    );
+    assert_table_holds(&h, &nodes).await;
+
+    // A node restarted after the expiry registers nothing twice: the watermarks say so.
+    let again = nodes[1].start(Tuning::default()).await;
+    let status = wait_handled(&again, nodes[1].keys.len() as u64).await;
+    stop(again).await;
+    let registered: u64 = status.tables.values().map(|t| t.registered).sum();
+    assert_eq!(registered, 0, "nothing registered twice after the expiry");
+    println!("409s {}", conflicts(&table));
+}

@@ -34,7 +34,8 @@ use crate::config::SnapshotRetention as Policy;
 use crate::runtime::warn_once;
 use crate::table::append::producer::{CARRIED_INTENTS, CARRIED_MARKS};
 use crate::table::committed::{
-    CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_ids, decode_mark,
+    CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_guards, decode_ids,
+    decode_mark,
 };
 
 /// The most snapshot ids one commit removes (about 20 bytes each in the commit body).
@@ -192,11 +193,8 @@ fn covered(snapshot: &Snapshot, properties: &HashMap<String, String>) -> bool {
         return own;
     }
     summary.get(CARRIED_MARKS).is_some_and(|guards| {
-        guards.split(',').all(|guard| {
-            guard
-                .rsplit_once('=')
-                .and_then(|(property, seq)| Some((property, seq.parse::<u64>().ok()?)))
-                .is_some_and(|(property, seq)| !property.is_empty() && reaches(property, seq))
+        decode_guards(guards).all(|guard| {
+            guard.is_some_and(|(property, seq)| !property.is_empty() && reaches(&property, seq))
         })
     })
 }
@@ -364,6 +362,15 @@ mod tests {
         assert_eq!(expirable(&t2, &policy(2, 1), NOW), vec![1]);
     }
 
+    /// A table of `snapshots` whose watermark properties stand at the seqs given.
+    fn marked(snapshots: Vec<Value>, marks: [(&str, u64); 3]) -> TableMetadata {
+        let properties: serde_json::Map<String, Value> = marks
+            .iter()
+            .map(|(p, seq)| (p.to_string(), json!(format!("{seq}:AAAAAAAAAAAAAAAA"))))
+            .collect();
+        table(snapshots, Value::Object(properties), json!({}))
+    }
+
     #[test]
     fn a_snapshot_that_carried_intents_goes_only_while_each_of_their_watermarks_covers_it() {
         let wm = format!("{WATERMARK_PREFIX}log");
@@ -394,16 +401,35 @@ mod tests {
             carried(6, Some(20), Some(format!("{a}=1,{b}=1"))), // its own not covered
             snap(7, 0, json!({})),
         ];
-        let t = table(
-            snapshots,
-            json!({
-                wm.clone(): "10:AAAAAAAAAAAAAAAA",
-                a.clone(): "5:AAAAAAAAAAAAAAAA",
-                b.clone(): "8:AAAAAAAAAAAAAAAA",
-            }),
-            json!({}),
-        );
+        let t = marked(snapshots, [(&wm, 10), (&a, 5), (&b, 8)]);
         assert_eq!(expirable(&t, &policy(2, 1), NOW), vec![1, 3]);
+    }
+
+    #[test]
+    fn short_guards_are_read_like_whole_ones() {
+        use crate::table::committed::Guards;
+        let wm = format!("{WATERMARK_PREFIX}log");
+        let a = format!("{WATERMARK_PREFIX}8dc3d618-73f3-4c8f-857f-542aeff13e4e");
+        let b = format!("{a}.0a1b2c3d4e5f");
+        let carried = |id: i64, guards: &[(&str, u64)]| {
+            let mut v = ours(id, 10 - id, Some(&wm), 3);
+            v["summary"][CARRIED_INTENTS] = json!("2");
+            let mut g = Guards::default();
+            for (property, seq) in guards {
+                g.add(property, *seq);
+            }
+            assert!(g.encode().starts_with('~'), "{}", g.encode());
+            v["summary"][CARRIED_MARKS] = json!(g.encode());
+            v
+        };
+        let snapshots = vec![
+            carried(1, &[(&a, 5), (&b, 7)]), // both covered
+            carried(2, &[(&a, 6), (&b, 7)]), // a not there yet
+            carried(3, &[(&a, 4), (&b, 9)]), // b not there yet
+            snap(4, 0, json!({})),
+        ];
+        let t = marked(snapshots, [(&wm, 10), (&a, 5), (&b, 8)]);
+        assert_eq!(expirable(&t, &policy(1, 1), NOW), vec![1]);
     }
 
     #[test]

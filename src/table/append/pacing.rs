@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use iceberg::spec::TableMetadata;
 
 use super::hooks::{self, Clock};
+use super::producer::CARRIED_INTENTS;
 use crate::table::committed::{WATERMARK_KEY, WRITER};
 
 /// How many commits load the table first after another writer's commit was seen.
@@ -76,10 +77,15 @@ pub(super) struct Pacer {
     /// When (ms since the epoch) a writer that is not a registrar (Spark, pyiceberg, a
     /// compaction) last committed to the table, as far as the snapshots read tell.
     other_kind_seen_ms: Option<i64>,
+    /// When (ms since the epoch) the newest snapshot that carried intents was committed, as far
+    /// as the snapshots read tell: the committers are at work (see [`leaves_to_committers`]).
+    carried_seen_ms: Option<i64>,
     /// How many more commits load the table before they are built: set when another writer's
     /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
     /// that found none. A lone registrar builds on its own last commit's answer.
     load_first: u32,
+    /// When the table held was last seen as the catalog has it (a load, or a commit's answer).
+    viewed: Option<Instant>,
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
@@ -111,7 +117,9 @@ impl Pacer {
             lanes_read_to: None,
             own_watermarks: BTreeSet::new(),
             other_kind_seen_ms: None,
+            carried_seen_ms: None,
             load_first: 0,
+            viewed: None,
             last_start: None,
             gap: Duration::ZERO,
             planned: None,
@@ -140,9 +148,10 @@ impl Pacer {
     }
 
     /// Whether the next attempt loads the table before it is built: another writer's commit was
-    /// seen lately, so the version held is most likely stale.
+    /// seen lately, so the version held is most likely stale; or the version held is older
+    /// than [`STALE_VIEW`].
     pub(super) fn loads_first(&self) -> bool {
-        self.load_first > 0
+        self.load_first > 0 || self.viewed.is_some_and(|at| is_stale_view(at.elapsed()))
     }
 
     /// The adaptive interval now (the conflict pause is bounded by a few of them).
@@ -168,6 +177,16 @@ impl Pacer {
             Turn::Carried { fallback } => Some(fallback),
             Turn::Alone | Turn::Slot { .. } => None,
         }
+    }
+
+    /// While this node does not take turns: how long ago its segments may have been
+    /// published for it to leave them to the committers still (see [`leaves_to_committers`]).
+    pub(super) fn leave_to_committers_ms(&self) -> Option<u64> {
+        let fallback = self.fallback_ms()?;
+        let since_carried = self
+            .carried_seen_ms
+            .map(|at| self.now_ms().saturating_sub(at));
+        Some(leaves_to_committers(fallback, since_carried))
     }
 
     /// An attempt ended without a commit, leaving its segments to the committers: the next
@@ -208,6 +227,7 @@ impl Pacer {
     /// pyiceberg) does not: it does not slow down when we do, so widening would only add
     /// latency; the prompt retry is the answer to it. Then the lanes the load brought are read.
     pub(super) fn loaded(&mut self, metadata: &TableMetadata, held: Option<i64>, conflicted: bool) {
+        self.viewed = Some(Instant::now());
         if metadata.current_snapshot_id() == held {
             self.load_first = self.load_first.saturating_sub(1);
         } else {
@@ -229,6 +249,7 @@ impl Pacer {
         round_trip_ms: f64,
         first_attempt: bool,
     ) {
+        self.viewed = Some(Instant::now());
         self.measured(round_trip_ms);
         if first_attempt {
             self.pace.landed_clean();
@@ -283,6 +304,10 @@ impl Pacer {
             if !summary.contains_key(WRITER) {
                 let at = snapshot.timestamp_ms();
                 self.other_kind_seen_ms = Some(self.other_kind_seen_ms.map_or(at, |s| s.max(at)));
+            }
+            if summary.contains_key(CARRIED_INTENTS) {
+                let at = snapshot.timestamp_ms();
+                self.carried_seen_ms = Some(self.carried_seen_ms.map_or(at, |s| s.max(at)));
             }
             if let Some(lanes) = summary.get(CARRIED_LANES) {
                 for lane in lanes.split(',').filter(|l| is_lane(l)) {
@@ -380,6 +405,20 @@ fn registrar_committed_since(metadata: &TableMetadata, since: Option<i64>) -> bo
     false
 }
 
+/// A table held for longer than this since it was last seen as the catalog has it is loaded
+/// before the next commit is built. The lanes a node takes turns by are those of its last view:
+/// a node that registered alone, or early in a fleet's start, and then waited, still saw
+/// itself alone, committed on its stale version and met a 409 (13 of a 128-node fleet's first
+/// seconds, each a node whose warm-up came before most others'). A lone registrar that commits
+/// more often than this never loads; one that commits less often loads once per commit.
+pub(super) const STALE_VIEW: Duration = Duration::from_secs(5);
+
+/// Whether a view of the table taken `age` ago is too old to build a commit on (see
+/// [`STALE_VIEW`]).
+pub(super) fn is_stale_view(age: Duration) -> bool {
+    age > STALE_VIEW
+}
+
 /// The interval a first conflict sets (from zero, a multiplicative rule needs a first step).
 pub(super) const FIRST_STEP: Duration = Duration::from_millis(100);
 /// The interval is multiplied by this per 409.
@@ -450,8 +489,15 @@ pub(super) const LANE_MEMORY_CYCLES: i64 = 3;
 pub(super) const SLOT_MEMORY_MS: i64 = 10_000;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
-/// How many lanes take turns in a fleet that carries intents (see [`Fleet::turn`]).
-pub(super) const COMMITTERS: usize = 8;
+/// How many lanes take turns in a fleet that carries intents (see [`Fleet::turn`]): one. Two
+/// committers' commits meet whenever the first one's window runs past its slot (the load and
+/// the catalog's answer have a tail several times their mean on a busy catalog), and the
+/// second, loaded before the first landed, gets a 409; one committer's next commit starts
+/// after its last one landed, whatever its windows are. Measured at 128 nodes (release
+/// builds, `benches/contention.sh --nodes 128`, one session): 0.06-0.07 409s per landed commit
+/// in four of five runs with one committer (p99 1.2-2.1 s), against 0.17 with two, a collapse
+/// with four, and 0.21-0.34 with eight (p99 2.2-7.1 s).
+pub(super) const COMMITTERS: usize = 1;
 /// The least time between a non-committing lane's own attempts.
 pub(super) const MIN_FALLBACK_MS: u64 = 5_000;
 /// At most this many fallback attempts per slot across a fleet (see [`fallback_ms`]).
@@ -527,8 +573,14 @@ impl Fleet {
 
     /// A fleet whose nodes carry each other's intents: only the [`COMMITTERS`] lowest lanes
     /// take turns.
-    pub(super) fn carrying(mut self) -> Self {
-        self.committers = COMMITTERS;
+    pub(super) fn carrying(self) -> Self {
+        self.with_committers(COMMITTERS)
+    }
+
+    /// A carrying fleet where the `committers` lowest lanes take turns (the rules hold for
+    /// any number; the tests of the ranks use several).
+    pub(super) fn with_committers(mut self, committers: usize) -> Self {
+        self.committers = committers.max(1);
         self
     }
 
@@ -689,11 +741,13 @@ impl Fleet {
     }
 
     /// What this lane does now (see [`Turn`]). Only the lowest lanes (by id) take turns when
-    /// the fleet carries intents: every node then agrees on who commits from a few lanes
-    /// rather than from all of them (a node's view of the lanes is as fresh as its last load,
-    /// and with 64 nodes taking turns their views disagreed for cycles on end, 409 upon 409).
-    /// A lane that stops committing drops out of the others' memory, so the committers stay
-    /// the lowest lanes of those that commit; one that commits as a fallback joins them.
+    /// the fleet carries intents (one, [`COMMITTERS`]): every node then agrees on who commits
+    /// from a few lanes rather than from all of them (a node's view of the lanes is as fresh as
+    /// its last load, and with 64 nodes taking turns their views disagreed for cycles on end,
+    /// 409 upon 409). A lane that stops committing drops out of the others' memory, so the
+    /// committers stay the lowest lanes of those that commit; one that commits as a fallback
+    /// joins them. Until then the others commit what they published themselves, each after its
+    /// fallback ([`leaves_to_committers`]), carrying everyone's.
     pub(super) fn turn(&self, now_ms: i64) -> Turn {
         let memory = self.memory_ms(now_ms);
         let present = self.present_within(now_ms, memory);
@@ -722,7 +776,7 @@ impl Fleet {
             .min()
             .map_or(
                 Turn::Carried {
-                    fallback: fallback_ms(slot, present.len()),
+                    fallback: fallback_ms(slot, present.len(), self.committers),
                 },
                 |start| Turn::Slot { start, slot },
             )
@@ -764,19 +818,45 @@ pub(super) fn slot_memory_ms(slot: u64, committers: usize) -> i64 {
 }
 
 /// How long a node that does not take turns leaves between its own attempts, in a fleet of
-/// `lanes` lanes with slots of `slot` ms: one cycle of the committers, at least
+/// `lanes` lanes with slots of `slot` ms and `committers` committers: one cycle of the
+/// committers, at least
 /// [`MIN_FALLBACK_MS`], and at least one slot per [`FALLBACK_LOADS_PER_SLOT`] lanes, so that
 /// the fleet's fallback loads come to at most that many per slot whatever N is (1,000 nodes
 /// with 200 ms slots: 25 s, 40 loads a second). It is not the cycle all lanes would make: now
 /// that every publishing lane is present (`thadam.carried-lanes`), that cycle was 64 slots at
 /// 64 nodes, and a node learning only that late what was carried filled its pending intents
 /// and held its segments back until its fallback (p99 22.9 s, max 49 s).
-pub(super) fn fallback_ms(slot: u64, lanes: usize) -> u64 {
+pub(super) fn fallback_ms(slot: u64, lanes: usize, committers: usize) -> u64 {
     let lanes = u64::try_from(lanes).unwrap_or(u64::MAX);
-    let committers = u64::try_from(COMMITTERS).unwrap_or(u64::MAX);
+    let committers = u64::try_from(committers).unwrap_or(u64::MAX);
     slot.saturating_mul(committers)
         .max(slot.saturating_mul(lanes) / FALLBACK_LOADS_PER_SLOT)
         .max(MIN_FALLBACK_MS)
+}
+
+/// While the committers are seen carrying, a node that does not take turns leaves its published
+/// segments to them for up to this many fallbacks (see [`leaves_to_committers`]).
+pub(super) const FALLBACK_PATIENCE: u64 = 4;
+
+/// How long ago a node that does not take turns, with a fallback of `fallback` ms, may have
+/// published its segments and still leave them to the committers, given how long ago the table's
+/// newest snapshot that carried intents was committed (`since_carried_ms`; `None`: none seen).
+///
+/// One fallback, as a rule: past it the node commits what it published itself. But while the
+/// committers are seen carrying (a carrying snapshot within the last fallback), they are slow,
+/// not gone, and up to [`FALLBACK_PATIENCE`] fallbacks: every node published at about the same
+/// time, so when a committer's windows stretch past a fallback, every node's segments come of
+/// age together, and each node that commits them itself lists and carries everyone's, as they
+/// are (one manifest per intent for the next commit to merge), and meets the others' commits
+/// (409s). That cascade took 128-node runs from a p99 of 1-3 s to minutes. Bounded, so that a
+/// node whose intents the committers pass over (past a listing's first page) still gets its
+/// segments in; and a fleet whose committers are gone falls back after one fallback, as before.
+pub(super) fn leaves_to_committers(fallback: u64, since_carried_ms: Option<i64>) -> u64 {
+    let fallback_ms = i64::try_from(fallback).unwrap_or(i64::MAX);
+    match since_carried_ms {
+        Some(since) if since <= fallback_ms => fallback.saturating_mul(FALLBACK_PATIENCE),
+        _ => fallback,
+    }
 }
 
 /// The slot a registrar whose commit round trip (load → answer, smoothed) is `round_trip_ms`
@@ -1098,13 +1178,35 @@ mod tests {
     fn only_the_lowest_lanes_take_turns_when_the_fleet_carries() {
         let now = 10_000_000;
         let fleet = |own: &str| {
+            let mut f = Fleet::new(own.into()).with_committers(8);
+            for i in 0..20 {
+                f.observe(&format!("l{i:02}"), now - 1_000, 200);
+            }
+            f
+        };
+        // As the fleet runs: the lowest lane commits in every slot, the others publish.
+        let one = |own: &str| {
             let mut f = Fleet::new(own.into()).carrying();
             for i in 0..20 {
                 f.observe(&format!("l{i:02}"), now - 1_000, 200);
             }
             f
         };
-        // 20 lanes: the 8 lowest take turns among themselves, a cycle of 8 slots.
+        assert_eq!(one("l00").cycle_ms(now), Some(200));
+        assert_eq!(
+            one("l00").turn(now),
+            Turn::Slot {
+                start: next_slot(now, 200, 1, 0),
+                slot: 200
+            }
+        );
+        assert_eq!(
+            one("l01").turn(now),
+            Turn::Carried {
+                fallback: MIN_FALLBACK_MS
+            }
+        );
+        // With 8 committers, the 8 lowest take turns among themselves, a cycle of 8 slots.
         for (i, own) in ["l00", "l03", "l07"].into_iter().enumerate() {
             let f = fleet(own);
             assert_eq!(f.cycle_ms(now), Some(8 * 200));
@@ -1147,7 +1249,7 @@ mod tests {
         // 8 committers need 200 ms; 20 lanes that only publish committed once, at the fleet's
         // contended start, and published 900 ms then.
         let start = now - 5_000;
-        let mut f = Fleet::new("c0".into()).carrying();
+        let mut f = Fleet::new("c0".into()).with_committers(8);
         for i in 0..20 {
             f.observe(&format!("f{i:02}"), start, 900);
         }
@@ -1191,7 +1293,8 @@ mod tests {
         // A fleet that does not carry: every lane takes turns, a cycle is all of them.
         assert_eq!(slot_memory_ms(200, 64), 38_400);
         assert_eq!(slot_memory_ms(0, 2), SLOT_MEMORY_MS);
-        assert_eq!(slot_memory_ms(u64::MAX, COMMITTERS), 120_000);
+        assert_eq!(slot_memory_ms(u64::MAX, 8), 120_000);
+        assert_eq!(slot_memory_ms(u64::MAX, COMMITTERS), 15_000);
         assert_eq!(slot_memory_ms(u64::MAX, usize::MAX), i64::MAX);
     }
 
@@ -1199,7 +1302,7 @@ mod tests {
     fn a_lane_the_table_has_not_shown_does_not_take_turns_among_many() {
         let now = 10_000_000;
         // 20 lanes seen; this node's lane ("l00a", lowest after l00) not among them.
-        let mut f = Fleet::new("l00a".into()).carrying();
+        let mut f = Fleet::new("l00a".into()).with_committers(8);
         for i in 0..20 {
             f.observe(&format!("l{i:02}"), now - 1_000, 200);
         }
@@ -1236,7 +1339,7 @@ mod tests {
         }
         assert!(matches!(f.turn(later), Turn::Carried { .. }));
         // Among as few lanes as take turns anyway, an unseen lane ranks at once.
-        let mut small = Fleet::new("l00a".into()).carrying();
+        let mut small = Fleet::new("l00a".into()).with_committers(8);
         small.observe("l00", now - 1_000, 200);
         small.observe("l01", now - 1_000, 200);
         assert!(matches!(small.turn(now), Turn::Slot { .. }));
@@ -1320,11 +1423,93 @@ mod tests {
 
     #[test]
     fn the_fallback_is_a_committer_cycle_and_bounds_the_fleets_loads() {
-        assert_eq!(fallback_ms(200, 64), MIN_FALLBACK_MS);
-        assert_eq!(fallback_ms(850, 64), 8 * 850);
-        assert_eq!(fallback_ms(200, 1_000), 25_000);
-        assert_eq!(fallback_ms(MAX_SLOT_MS, MAX_LANES), 640_000);
-        assert_eq!(fallback_ms(u64::MAX, usize::MAX), u64::MAX);
+        assert_eq!(fallback_ms(200, 64, COMMITTERS), MIN_FALLBACK_MS);
+        assert_eq!(fallback_ms(850, 64, 8), 8 * 850);
+        assert_eq!(fallback_ms(850, 64, COMMITTERS), 64 * 850 / 8);
+        assert_eq!(fallback_ms(200, 1_000, COMMITTERS), 25_000);
+        assert_eq!(fallback_ms(MAX_SLOT_MS, MAX_LANES, COMMITTERS), 640_000);
+        assert_eq!(fallback_ms(u64::MAX, usize::MAX, usize::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn committers_seen_carrying_are_left_a_few_fallbacks() {
+        assert_eq!(leaves_to_committers(5_000, None), 5_000);
+        assert_eq!(leaves_to_committers(5_000, Some(1_000)), 20_000);
+        assert_eq!(leaves_to_committers(5_000, Some(5_000)), 20_000);
+        assert_eq!(leaves_to_committers(5_000, Some(5_001)), 5_000);
+        // A committer whose clock is ahead of this node's: seen carrying all the same.
+        assert_eq!(leaves_to_committers(5_000, Some(-3_000)), 20_000);
+        assert_eq!(leaves_to_committers(u64::MAX, Some(0)), u64::MAX);
+    }
+
+    /// A carrying fleet's table: lanes `…01` to `…09` committed `ago_ms` ago, the newest of
+    /// those snapshots carrying intents when `carrying`.
+    fn committers_committed(ago_ms: i64, carrying: bool) -> TableMetadata {
+        let mut m = serde_json::to_value(chain(9, &[1, 2, 3, 4, 5, 6, 7, 8, 9])).expect("json");
+        let now = chrono::Utc::now().timestamp_millis();
+        for i in 0..9 {
+            let s = &mut m["snapshots"][i];
+            s["timestamp-ms"] = json!(now - ago_ms - 9 + i as i64);
+            s["summary"][LANE] = json!(format!("{:012x}", i + 1));
+            s["summary"][SLOT_MS] = json!("200");
+        }
+        if carrying {
+            m["snapshots"][8]["summary"][CARRIED_INTENTS] = json!("3");
+        }
+        m["last-updated-ms"] = json!(now);
+        serde_json::from_value(m).expect("metadata")
+    }
+
+    #[test]
+    fn a_node_that_only_publishes_waits_longer_while_the_committers_carry() {
+        let publisher = || {
+            let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+            p.fleet = Fleet::new("ffffffffffff".into()).carrying();
+            p
+        };
+        // Carrying a second ago: a few fallbacks.
+        let mut p = publisher();
+        p.read_lanes(&committers_committed(1_000, true));
+        let fallback = p.fallback_ms().expect("a node that does not take turns");
+        assert_eq!(
+            p.leave_to_committers_ms(),
+            Some(fallback * FALLBACK_PATIENCE)
+        );
+        // Committing, but nothing carried: one.
+        let mut p = publisher();
+        p.read_lanes(&committers_committed(1_000, false));
+        assert_eq!(p.leave_to_committers_ms(), Some(fallback));
+        // The last carrying commit a fallback and more ago: one.
+        let mut p = publisher();
+        p.read_lanes(&committers_committed(fallback as i64 + 2_000, true));
+        assert_eq!(
+            p.leave_to_committers_ms(),
+            Some(p.fallback_ms().expect("publisher"))
+        );
+        // A committer itself leaves nothing: it commits in its turn.
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        p.fleet = Fleet::new(format!("{:012x}", 1)).carrying();
+        p.read_lanes(&committers_committed(1_000, true));
+        assert_eq!(p.leave_to_committers_ms(), None);
+    }
+
+    #[test]
+    fn a_view_older_than_a_few_seconds_is_loaded_before_the_next_commit() {
+        assert!(!is_stale_view(Duration::from_millis(100)));
+        assert!(!is_stale_view(STALE_VIEW));
+        assert!(is_stale_view(STALE_VIEW + Duration::from_millis(1)));
+        let m = another_lane_now(100);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        // Never viewed (the start loads anyway): nothing to refresh.
+        assert!(!p.loads_first());
+        p.landed(&m, 50.0, true);
+        p.load_first = 0;
+        assert!(!p.loads_first(), "just seen");
+        p.viewed = Instant::now().checked_sub(STALE_VIEW * 2);
+        assert!(p.loads_first(), "seen too long ago");
+        p.loaded(&m, m.current_snapshot_id(), false);
+        p.load_first = 0;
+        assert!(!p.loads_first(), "seen again");
     }
 
     #[test]

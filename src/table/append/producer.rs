@@ -37,8 +37,9 @@ use crate::table::committed::{
 
 /// The summary key of a snapshot that carried other nodes' intents: their count.
 pub(crate) const CARRIED_INTENTS: &str = "thadam.carried-intents";
-/// ... and per intent the watermark that covers it, `property=seq` joined by `,` (snapshot
-/// retention expires such a snapshot only while each of them, and its own, covers it).
+/// ... and per carried log the watermark that covers its intents and the seq it must reach
+/// (`committed::Guards`; snapshot retention expires such a snapshot only while each of them,
+/// and its own, covers it).
 pub(crate) const CARRIED_MARKS: &str = "thadam.carried-marks";
 
 /// The updates and requirements of one append commit.
@@ -147,7 +148,7 @@ impl<'a> PreparedAppend<'a> {
         }
         if !carried.guards.is_empty() {
             self.properties
-                .insert(CARRIED_MARKS.to_string(), carried.guards.join(","));
+                .insert(CARRIED_MARKS.to_string(), carried.guards.encode());
         }
         if !carried.lanes.is_empty() {
             let lanes: Vec<&str> = carried.lanes.iter().map(String::as_str).collect();

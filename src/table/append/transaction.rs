@@ -726,15 +726,20 @@ impl BatchCommit {
 
     /// Whether this node, which does not take turns, leaves `todo` to the fleet's committers:
     /// all of it is published (now, if it was not: a batch that conflicted, or that it held
-    /// before it knew the fleet) and younger than its fallback. What the committers left for
-    /// longer than that, it commits itself.
+    /// before it knew the fleet) and younger than its fallback (a few while the committers are
+    /// seen carrying, `pacing::leaves_to_committers`). What the committers left for longer
+    /// than that, it commits itself.
     async fn leaves_to_committers(
         &mut self,
         env: Env<'_>,
         held: &mut HeldTable,
         todo: &[ReadySegment],
     ) -> bool {
-        let Some(fallback) = self.pacer.fallback_ms().filter(|_| self.intents.on()) else {
+        let Some(patience) = self
+            .pacer
+            .leave_to_committers_ms()
+            .filter(|_| self.intents.on())
+        else {
             return false;
         };
         if todo.is_empty() {
@@ -743,7 +748,7 @@ impl BatchCommit {
         self.publish_run(env, held, todo).await;
         let since = env
             .now_ms()
-            .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX));
+            .saturating_sub(i64::try_from(patience).unwrap_or(i64::MAX));
         self.intents
             .all_published_since(todo.iter().map(|r| r.segment.seq), since)
     }

@@ -34,15 +34,18 @@
 //! exception is a diverged log, where the live data files are listed once.
 //!
 //! The parts, by concern: `ids` (a segment's id, the record fingerprint and the summary codec),
-//! `id_set` (the ids held in memory), `watermark` (the watermark properties and their values),
+//! `id_set` (the ids held in memory), `watermark` (the watermark properties and their values), `guards` (the
+//! watermarks a carrying snapshot's retention waits for),
 //! `set` (the [`CommittedSet`] that decides from both) and `manifests` (the one manifest read).
 
+mod guards;
 mod id_set;
 mod ids;
 mod manifests;
 mod set;
 mod watermark;
 
+pub(crate) use guards::{Guards, decode as decode_guards};
 pub use ids::{SEGMENT_COUNT, SEGMENT_IDS, SegmentId, decode_ids, encode_ids, fingerprint};
 pub(crate) use manifests::live_file_ids;
 pub use set::{CommittedSet, Decision};

@@ -60,7 +60,7 @@ use select::{Candidate, Context, Selection, mark_seq, select};
 use super::ReadySegment;
 use super::pacing::is_lane;
 use crate::runtime::warn_once;
-use crate::table::committed::{SegmentId, encode_ids};
+use crate::table::committed::{Guards, SegmentId, encode_ids};
 
 /// The directory of a table's intents, under the fleet's `url` prefix.
 pub(crate) const DIR: &str = "_thadam-intents";
@@ -80,8 +80,9 @@ const READ_CONCURRENCY: usize = 8;
 /// has been deleted; what was carried since, the table held then shows (`select`'s done).
 const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(30);
 /// The most intents of this node pending at once: past it, segments wait for the slot. A node
-/// that does not take turns learns what was carried at its fallback (up to a committer cycle
-/// of 5 s slots, 40 s), publishing about once a second meanwhile.
+/// that does not take turns learns what was carried at its fallback (5 s, or one slot per 8
+/// lanes in fleets of hundreds: 25 s at 1,000 nodes and 200 ms slots), publishing about once
+/// a second meanwhile.
 const OWN_LIMIT: usize = 256;
 
 /// A listing read ahead of the load: the table UUID it was checked for, when, the intents, and
@@ -127,9 +128,10 @@ pub(crate) struct Carried {
     /// the highest of them.
     pub own_seqs: HashSet<u64>,
     pub own_max_seq: Option<u64>,
-    /// Per intent of another node: `property=seq`, the watermark that covers its segments once
-    /// it reaches `seq` (an empty property: none ever does), for snapshot retention.
-    pub guards: Vec<String>,
+    /// Per log of another node's intents: the watermark property that covers their segments
+    /// once it reaches the highest of their seqs (an empty property: none ever does), for
+    /// snapshot retention.
+    pub guards: Guards,
     /// The lanes of the other nodes whose intents it carries (`thadam.carried-lanes`): a node
     /// that only publishes is seen by the fleet through them (see `pacing`).
     pub lanes: std::collections::BTreeSet<String>,
@@ -515,9 +517,7 @@ impl Intents {
                     .watermark
                     .as_ref()
                     .map_or("", |m| m.property.as_str());
-                carried
-                    .guards
-                    .push(format!("{property}={}", record.max_seq));
+                carried.guards.add(property, record.max_seq);
             }
         }
         carried.marks = marks.into_iter().collect();
