@@ -816,11 +816,13 @@ fn committer(table: &iceberg::table::Table) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_the_committer_cannot_commit_the_others_land_everything_themselves() {
-    let (h, table, mut nodes) = fleet(Harness::new("intents-committer"), "m", 3);
+    // More nodes than take turns all at once (8): one commits, the others publish.
+    const N: usize = 10;
+    let (h, table, mut nodes) = fleet(Harness::new("intents-committer"), "m", N);
     for node in &mut nodes {
         node.config.id = format!("sink-{}", node.name);
     }
-    let gates: Vec<_> = (0..3).map(|_| tokio::sync::watch::channel(true)).collect();
+    let gates: Vec<_> = (0..N).map(|_| tokio::sync::watch::channel(true)).collect();
     let tunings = gates
         .iter()
         .map(|(_, open)| hooked(Gate { open: open.clone() }))

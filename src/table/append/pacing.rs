@@ -498,6 +498,12 @@ pub(super) const MAX_LANES: usize = 1024;
 /// in four of five runs with one committer (p99 1.2-2.1 s), against 0.17 with two, a collapse
 /// with four, and 0.21-0.34 with eight (p99 2.2-7.1 s).
 pub(super) const COMMITTERS: usize = 1;
+/// ... but in a fleet of up to this many lanes, every lane takes turns. A node that only
+/// publishes learns what was carried at its fallback (5 s) and publishes its next batch only
+/// then: four nodes catching up 200 segments each in batches of 20 took 55-77 s with one
+/// committer, 9 s with all four taking turns (`tests/fleet.rs`). At this size every node
+/// agrees on the lanes quickly, and two committers' windows meet rarely.
+pub(super) const ALL_TAKE_TURNS: usize = 8;
 /// The least time between a non-committing lane's own attempts.
 pub(super) const MIN_FALLBACK_MS: u64 = 5_000;
 /// At most this many fallback attempts per slot across a fleet (see [`fallback_ms`]).
@@ -582,6 +588,16 @@ impl Fleet {
     pub(super) fn with_committers(mut self, committers: usize) -> Self {
         self.committers = committers.max(1);
         self
+    }
+
+    /// How many of `present` lanes take turns: all of them in a fleet of up to
+    /// [`ALL_TAKE_TURNS`] lanes, else the fleet's committers.
+    fn takers(&self, present: usize) -> usize {
+        if present <= ALL_TAKE_TURNS {
+            present
+        } else {
+            present.min(self.committers)
+        }
     }
 
     /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
@@ -694,7 +710,7 @@ impl Fleet {
             .map(|(lane, seen)| (lane.as_str(), *seen))
             .collect();
         let published = seen.iter().map(|(_, s)| s.slot).max().unwrap_or(0);
-        let slot_memory = slot_memory_ms(published, seen.len().min(self.committers));
+        let slot_memory = slot_memory_ms(published, self.takers(seen.len()));
         let mut present: Vec<(&str, u64)> = seen
             .into_iter()
             .map(|(lane, s)| {
@@ -716,7 +732,7 @@ impl Fleet {
         if !self.others_present(&present) {
             return None;
         }
-        let lanes = present.len().min(self.committers) as u64;
+        let lanes = self.takers(present.len()) as u64;
         Some(fleet_slot(&present).saturating_mul(lanes))
     }
 
@@ -755,13 +771,13 @@ impl Fleet {
             return Turn::Alone;
         }
         let slot = fleet_slot(&present);
-        let lanes = present.len().min(self.committers);
+        let lanes = self.takers(present.len());
         // Where only some lanes take turns, this node's own lane ranks only once the table has
         // shown it (a commit of its own, or an intent of it carried): the others rank only the
         // lanes they have seen, and a node invisible to them that ranked itself among the
         // committers would commit in another's slot, lose, and stay invisible, cycle after
         // cycle (64 nodes: 52 such 409s in the first 12 s).
-        let own_ranks = present.len() <= self.committers
+        let own_ranks = present.len() <= lanes
             || self
                 .lanes
                 .get(&self.own)
@@ -776,7 +792,7 @@ impl Fleet {
             .min()
             .map_or(
                 Turn::Carried {
-                    fallback: fallback_ms(slot, present.len(), self.committers),
+                    fallback: fallback_ms(slot, present.len(), lanes),
                 },
                 |start| Turn::Slot { start, slot },
             )
@@ -1204,6 +1220,19 @@ mod tests {
             one("l01").turn(now),
             Turn::Carried {
                 fallback: MIN_FALLBACK_MS
+            }
+        );
+        // In a fleet of up to ALL_TAKE_TURNS lanes, every lane takes turns.
+        let mut few = Fleet::new("l02".into()).carrying();
+        for i in 0..4 {
+            few.observe(&format!("l{i:02}"), now - 1_000, 200);
+        }
+        assert_eq!(few.cycle_ms(now), Some(4 * 200));
+        assert_eq!(
+            few.turn(now),
+            Turn::Slot {
+                start: next_slot(now, 200, 4, 2),
+                slot: 200
             }
         );
         // With 8 committers, the 8 lowest take turns among themselves, a cycle of 8 slots.
