@@ -78,7 +78,7 @@ pub(super) struct Pacer {
     /// compaction) last committed to the table, as far as the snapshots read tell.
     other_kind_seen_ms: Option<i64>,
     /// When (ms since the epoch) the newest snapshot that carried intents was committed, as far
-    /// as the snapshots read tell: the committers are at work (see [`leaves_to_committers`]).
+    /// as the snapshots read tell: the committers are at work (see [`patience_ms`]).
     carried_seen_ms: Option<i64>,
     /// How many more commits load the table before they are built: set when another writer's
     /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
@@ -180,13 +180,13 @@ impl Pacer {
     }
 
     /// While this node does not take turns: how long ago its segments may have been
-    /// published for it to leave them to the committers still (see [`leaves_to_committers`]).
+    /// published for it to leave them to the committers still (see [`patience_ms`]).
     pub(super) fn leave_to_committers_ms(&self) -> Option<u64> {
         let fallback = self.fallback_ms()?;
         let since_carried = self
             .carried_seen_ms
             .map(|at| self.now_ms().saturating_sub(at));
-        Some(leaves_to_committers(fallback, since_carried))
+        Some(patience_ms(fallback, since_carried))
     }
 
     /// An attempt ended without a commit, leaving its segments to the committers: the next
@@ -489,7 +489,8 @@ pub(super) const LANE_MEMORY_CYCLES: i64 = 3;
 pub(super) const SLOT_MEMORY_MS: i64 = 10_000;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
-/// How many lanes take turns in a fleet that carries intents (see [`Fleet::turn`]): one. Two
+/// How many lanes take turns in a fleet of more than [`ALL_TAKE_TURNS`] lanes that carries
+/// intents (see [`Fleet::turn`]): one. Two
 /// committers' commits meet whenever the first one's window runs past its slot (the load and
 /// the catalog's answer have a tail several times their mean on a busy catalog), and the
 /// second, loaded before the first landed, gets a 409; one committer's next commit starts
@@ -577,8 +578,8 @@ impl Fleet {
         }
     }
 
-    /// A fleet whose nodes carry each other's intents: only the [`COMMITTERS`] lowest lanes
-    /// take turns.
+    /// A fleet whose nodes carry each other's intents: beyond [`ALL_TAKE_TURNS`] lanes, only
+    /// the [`COMMITTERS`] lowest take turns.
     pub(super) fn carrying(self) -> Self {
         self.with_committers(COMMITTERS)
     }
@@ -763,7 +764,7 @@ impl Fleet {
     /// 409 upon 409). A lane that stops committing drops out of the others' memory, so the
     /// committers stay the lowest lanes of those that commit; one that commits as a fallback
     /// joins them. Until then the others commit what they published themselves, each after its
-    /// fallback ([`leaves_to_committers`]), carrying everyone's.
+    /// fallback ([`patience_ms`]), carrying everyone's.
     pub(super) fn turn(&self, now_ms: i64) -> Turn {
         let memory = self.memory_ms(now_ms);
         let present = self.present_within(now_ms, memory);
@@ -851,7 +852,7 @@ pub(super) fn fallback_ms(slot: u64, lanes: usize, committers: usize) -> u64 {
 }
 
 /// While the committers are seen carrying, a node that does not take turns leaves its published
-/// segments to them for up to this many fallbacks (see [`leaves_to_committers`]).
+/// segments to them for up to this many fallbacks (see [`patience_ms`]).
 pub(super) const FALLBACK_PATIENCE: u64 = 4;
 
 /// How long ago a node that does not take turns, with a fallback of `fallback` ms, may have
@@ -867,7 +868,7 @@ pub(super) const FALLBACK_PATIENCE: u64 = 4;
 /// (409s). That cascade took 128-node runs from a p99 of 1-3 s to minutes. Bounded, so that a
 /// node whose intents the committers pass over (past a listing's first page) still gets its
 /// segments in; and a fleet whose committers are gone falls back after one fallback, as before.
-pub(super) fn leaves_to_committers(fallback: u64, since_carried_ms: Option<i64>) -> u64 {
+pub(super) fn patience_ms(fallback: u64, since_carried_ms: Option<i64>) -> u64 {
     let fallback_ms = i64::try_from(fallback).unwrap_or(i64::MAX);
     match since_carried_ms {
         Some(since) if since <= fallback_ms => fallback.saturating_mul(FALLBACK_PATIENCE),
@@ -888,7 +889,8 @@ pub(super) fn leaves_to_committers(fallback: u64, since_carried_ms: Option<i64>)
 /// committers moved the grid between 100, 150 and 200 ms every few commits.
 ///
 /// The raise is bounded because a slot comes down only at its lane's next turn, a cycle of
-/// the committers later, and that cycle is eight of the slots raised: a 128-node fleet's
+/// the committers later, and with eight committers that cycle was eight of the slots raised: a
+/// 128-node fleet's
 /// committer whose first turn took 3.2 s (every node starting at once) published 4.8 s
 /// slots, a 38 s cycle, and with `commit.max_segments` per commit the fleet landed 111 of the
 /// 128 segments a second fed to it until that lane's next turn. Windows that stay long raise
@@ -1462,13 +1464,13 @@ mod tests {
 
     #[test]
     fn committers_seen_carrying_are_left_a_few_fallbacks() {
-        assert_eq!(leaves_to_committers(5_000, None), 5_000);
-        assert_eq!(leaves_to_committers(5_000, Some(1_000)), 20_000);
-        assert_eq!(leaves_to_committers(5_000, Some(5_000)), 20_000);
-        assert_eq!(leaves_to_committers(5_000, Some(5_001)), 5_000);
+        assert_eq!(patience_ms(5_000, None), 5_000);
+        assert_eq!(patience_ms(5_000, Some(1_000)), 20_000);
+        assert_eq!(patience_ms(5_000, Some(5_000)), 20_000);
+        assert_eq!(patience_ms(5_000, Some(5_001)), 5_000);
         // A committer whose clock is ahead of this node's: seen carrying all the same.
-        assert_eq!(leaves_to_committers(5_000, Some(-3_000)), 20_000);
-        assert_eq!(leaves_to_committers(u64::MAX, Some(0)), u64::MAX);
+        assert_eq!(patience_ms(5_000, Some(-3_000)), 20_000);
+        assert_eq!(patience_ms(u64::MAX, Some(0)), u64::MAX);
     }
 
     /// A carrying fleet's table: lanes `…01` to `…09` committed `ago_ms` ago, the newest of

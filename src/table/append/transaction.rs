@@ -727,7 +727,7 @@ impl BatchCommit {
     /// Whether this node, which does not take turns, leaves `todo` to the fleet's committers:
     /// all of it is published (now, if it was not: a batch that conflicted, or that it held
     /// before it knew the fleet) and younger than its fallback (a few while the committers are
-    /// seen carrying, `pacing::leaves_to_committers`). What the committers left for longer
+    /// seen carrying, `pacing::patience_ms`). What the committers left for longer
     /// than that, it commits itself.
     async fn leaves_to_committers(
         &mut self,
