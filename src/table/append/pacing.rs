@@ -140,11 +140,29 @@ impl Pacer {
     }
 
     /// How long ago the last batch started, and the gap the next must leave after that start.
+    /// A node that became the fleet's sole committer since that gap was set (the fleet's lanes
+    /// came to be known) goes at its cadence rather than wait out the fallback it was given
+    /// as a node that does not take turns: at a 32-node fleet's start the committer waited
+    /// 3.6 s so, with every node's first segments.
     pub(super) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
+        let now_ms = self.now_ms();
+        let sole = Duration::from_millis(SOLE_CADENCE_MS).max(self.courtesy(now_ms));
+        let gap = if self.gap > sole && self.commits_in_turn() && self.fleet.sole(now_ms) {
+            sole
+        } else {
+            self.gap
+        };
         (
             self.last_start.map(|t| now.duration_since(t)),
-            self.gap.max(self.floor),
+            gap.max(self.floor),
         )
+    }
+
+    /// The least gap while another kind of writer commits to the table (see [`COURTESY_GAP`]).
+    fn courtesy(&self, now_ms: i64) -> Duration {
+        self.other_kind_seen_ms
+            .filter(|seen| now_ms.saturating_sub(*seen) <= COURTESY_MEMORY_MS)
+            .map_or(Duration::ZERO, |_| COURTESY_GAP)
     }
 
     /// Whether the next attempt loads the table before it is built: another writer's commit was
@@ -350,21 +368,20 @@ impl Pacer {
             Turn::Alone | Turn::Carried { .. } => None,
         };
         let gap = match turn {
+            // A sole committer has no one to take turns with: it goes as soon as its last
+            // commit landed, at its cadence (see SOLE_CADENCE_MS).
+            Turn::Slot { .. } if self.fleet.sole(now_ms) => Duration::from_millis(SOLE_CADENCE_MS),
             Turn::Slot { start, slot } => {
                 tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
             }
             Turn::Carried { fallback } => {
                 tracing::debug!(table = %self.table, fallback, lane = self.fleet.own(), "the committers carry this lane");
-                Duration::from_millis(fallback)
+                jittered(fallback, rand::random())
             }
             Turn::Alone => self.pace.gap(Duration::ZERO, rand::random()),
         };
-        let courtesy = self
-            .other_kind_seen_ms
-            .filter(|seen| now_ms.saturating_sub(*seen) <= COURTESY_MEMORY_MS)
-            .map_or(Duration::ZERO, |_| COURTESY_GAP);
-        gap.max(self.floor).max(courtesy)
+        gap.max(self.floor).max(self.courtesy(now_ms))
     }
 
     /// The table's commit interval, as a gauge: the slot cycle when registrars take turns,
@@ -497,7 +514,8 @@ pub(super) const MAX_LANES: usize = 1024;
 /// after its last one landed, whatever its windows are. Measured at 128 nodes (release
 /// builds, `benches/contention.sh --nodes 128`, one session): 0.06-0.07 409s per landed commit
 /// in four of five runs with one committer (p99 1.2-2.1 s), against 0.17 with two, a collapse
-/// with four, and 0.21-0.34 with eight (p99 2.2-7.1 s).
+/// with four, and 0.21-0.34 with eight (p99 2.2-7.1 s). The one committer goes at its cadence
+/// ([`SOLE_CADENCE_MS`]), not on the slot grid.
 pub(super) const COMMITTERS: usize = 1;
 /// ... but in a fleet of up to this many lanes, every lane takes turns. A node that only
 /// publishes learns what was carried at its fallback (5 s) and publishes its next batch only
@@ -505,10 +523,23 @@ pub(super) const COMMITTERS: usize = 1;
 /// committer, 9 s with all four taking turns (`tests/fleet.rs`). At this size every node
 /// agrees on the lanes quickly, and two committers' windows meet rarely.
 pub(super) const ALL_TAKE_TURNS: usize = 8;
+/// The least time between the starts of two commits of a fleet's sole committer (a fleet of
+/// more than [`ALL_TAKE_TURNS`] lanes): at most five commits a second, whatever N is, and as
+/// soon as the last one landed when a commit takes longer. The slot grid, which keeps several
+/// committers apart, only made a sole committer wait for the next slot's start after each
+/// commit: at 128 nodes its commits took ~210 ms of work (listing and reading the intents,
+/// the build, the answer) and came every 284 ms (median; p90 658 ms), the slot held at 550 ms
+/// by one slow commit (a slot comes down only when half of it is enough), so the fleet's
+/// commit rate fell with N: 1.3-2.4 commits a second at 128 nodes against 6 at 32.
+pub(super) const SOLE_CADENCE_MS: u64 = 200;
 /// The least time between a non-committing lane's own attempts.
 pub(super) const MIN_FALLBACK_MS: u64 = 5_000;
 /// At most this many fallback attempts per slot across a fleet (see [`fallback_ms`]).
 pub(super) const FALLBACK_LOADS_PER_SLOT: u64 = 8;
+/// At most this many fallback attempts a second across a fleet (see [`fallback_ms`]): each
+/// loads the table, whose metadata (every snapshot's summary) grows with what the fleet
+/// registered (~500 KB after a minute of 128 nodes), and the catalog and the store serve each.
+pub(super) const FALLBACK_LOADS_PER_SECOND: u64 = 8;
 /// Slot lengths are multiples of this.
 pub(super) const SLOT_UNIT_MS: u64 = 50;
 pub(super) const MIN_SLOT_MS: u64 = 100;
@@ -599,6 +630,12 @@ impl Fleet {
         } else {
             present.min(self.committers)
         }
+    }
+
+    /// Whether one lane alone takes turns in a fleet (this one, when it takes turns at all).
+    pub(super) fn sole(&self, now_ms: i64) -> bool {
+        let present = self.present(now_ms);
+        self.others_present(&present) && self.takers(present.len()) == 1
     }
 
     /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
@@ -734,6 +771,9 @@ impl Fleet {
             return None;
         }
         let lanes = self.takers(present.len()) as u64;
+        if lanes == 1 {
+            return Some(SOLE_CADENCE_MS);
+        }
         Some(fleet_slot(&present).saturating_mul(lanes))
     }
 
@@ -838,8 +878,12 @@ pub(super) fn slot_memory_ms(slot: u64, committers: usize) -> i64 {
 /// `lanes` lanes with slots of `slot` ms and `committers` committers: one cycle of the
 /// committers, at least
 /// [`MIN_FALLBACK_MS`], and at least one slot per [`FALLBACK_LOADS_PER_SLOT`] lanes, so that
-/// the fleet's fallback loads come to at most that many per slot whatever N is (1,000 nodes
-/// with 200 ms slots: 25 s, 40 loads a second). It is not the cycle all lanes would make: now
+/// the fleet's fallback loads come to at most that many per slot whatever N is, and at least
+/// one second per [`FALLBACK_LOADS_PER_SECOND`] lanes (128 nodes: 16 s; 1,000 nodes: 125 s, 8
+/// loads a second). Every node started at about the same time, so the attempts are jittered
+/// ([`jittered`]): 127 nodes on one 5 s fallback loaded the table 50-80 times in one second,
+/// every 5 s, and the committer's listing of the intents took 17 s in the store they
+/// swamped. It is not the cycle all lanes would make: now
 /// that every publishing lane is present (`thadam.carried-lanes`), that cycle was 64 slots at
 /// 64 nodes, and a node learning only that late what was carried filled its pending intents
 /// and held its segments back until its fallback (p99 22.9 s, max 49 s).
@@ -848,7 +892,14 @@ pub(super) fn fallback_ms(slot: u64, lanes: usize, committers: usize) -> u64 {
     let committers = u64::try_from(committers).unwrap_or(u64::MAX);
     slot.saturating_mul(committers)
         .max(slot.saturating_mul(lanes) / FALLBACK_LOADS_PER_SLOT)
+        .max(lanes.saturating_mul(1_000) / FALLBACK_LOADS_PER_SECOND)
         .max(MIN_FALLBACK_MS)
+}
+
+/// `ms` spread over half to one and a half of itself by `unit` (uniform in [0, 1)): the same
+/// mean, but a fleet's nodes that started together do not keep attempting together.
+pub(super) fn jittered(ms: u64, unit: f64) -> Duration {
+    Duration::from_millis(ms).mul_f64(0.5 + unit.clamp(0.0, 1.0))
 }
 
 /// While the committers are seen carrying, a node that does not take turns leaves its published
@@ -1454,12 +1505,81 @@ mod tests {
 
     #[test]
     fn the_fallback_is_a_committer_cycle_and_bounds_the_fleets_loads() {
-        assert_eq!(fallback_ms(200, 64, COMMITTERS), MIN_FALLBACK_MS);
-        assert_eq!(fallback_ms(850, 64, 8), 8 * 850);
-        assert_eq!(fallback_ms(850, 64, COMMITTERS), 64 * 850 / 8);
-        assert_eq!(fallback_ms(200, 1_000, COMMITTERS), 25_000);
+        assert_eq!(fallback_ms(200, 32, COMMITTERS), MIN_FALLBACK_MS);
+        assert_eq!(fallback_ms(1_200, 32, 8), 8 * 1_200);
+        assert_eq!(fallback_ms(850, 32, COMMITTERS), MIN_FALLBACK_MS);
+        assert_eq!(fallback_ms(2_000, 32, COMMITTERS), 32 * 2_000 / 8);
+        // At most FALLBACK_LOADS_PER_SECOND a second, whatever the slots are.
+        assert_eq!(fallback_ms(200, 64, COMMITTERS), 8_000);
+        assert_eq!(fallback_ms(200, 128, COMMITTERS), 16_000);
+        assert_eq!(fallback_ms(200, 1_000, COMMITTERS), 125_000);
         assert_eq!(fallback_ms(MAX_SLOT_MS, MAX_LANES, COMMITTERS), 640_000);
         assert_eq!(fallback_ms(u64::MAX, usize::MAX, usize::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn fallbacks_are_spread_around_their_length() {
+        assert_eq!(jittered(1_000, 0.0), Duration::from_millis(500));
+        assert_eq!(jittered(1_000, 0.5), Duration::from_millis(1_000));
+        assert!(jittered(1_000, 0.999) < Duration::from_millis(1_500));
+        // Out of range: clamped.
+        assert_eq!(jittered(1_000, -1.0), Duration::from_millis(500));
+        assert_eq!(jittered(1_000, 7.0), Duration::from_millis(1_500));
+        // The mean stays the fallback.
+        let n = 1_000;
+        let mean = (0..n)
+            .map(|i| jittered(5_000, f64::from(i) / f64::from(n)).as_secs_f64())
+            .sum::<f64>()
+            / f64::from(n);
+        assert!((mean - 5.0).abs() < 0.01, "mean {mean}");
+    }
+
+    #[test]
+    fn a_sole_committer_goes_at_its_cadence_not_on_the_grid() {
+        let now = chrono::Utc::now().timestamp_millis();
+        let fleet = |own: &str, lanes: usize| {
+            let mut f = Fleet::new(own.into()).carrying();
+            for i in 0..lanes {
+                f.observe(&format!("{i:012x}"), now - 1_000, 550);
+            }
+            f
+        };
+        let committer = format!("{:012x}", 0);
+        assert!(fleet(&committer, 20).sole(now));
+        // The fleet has a sole committer whoever asks; the others do not take turns.
+        assert!(fleet(&format!("{:012x}", 7), 20).sole(now));
+        // Up to ALL_TAKE_TURNS lanes all take turns; a lone registrar is alone.
+        assert!(!fleet(&committer, ALL_TAKE_TURNS).sole(now));
+        assert!(!Fleet::new("x".into()).carrying().sole(now));
+        // Its cycle is the cadence, not the slot the lanes published.
+        assert_eq!(fleet(&committer, 20).cycle_ms(now), Some(SOLE_CADENCE_MS));
+        assert_eq!(
+            fleet(&committer, ALL_TAKE_TURNS).cycle_ms(now),
+            Some(8 * 550)
+        );
+        // After a commit that started 120 ms ago, the next starts at the cadence after that
+        // start, whatever the grid of 550 ms slots says; a longer commit's next goes at once.
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        p.fleet = fleet(&committer, 20);
+        p.last_start = Some(Instant::now() - Duration::from_millis(120));
+        p.gap = p.next_gap();
+        assert_eq!(p.gap, Duration::from_millis(SOLE_CADENCE_MS));
+        assert_eq!(p.planned, Some(550));
+        let (since, gap) = p.spacing(Instant::now());
+        assert!(since.is_some_and(|s| s < gap));
+        p.last_start = Some(Instant::now() - Duration::from_millis(900));
+        p.gap = p.next_gap();
+        let (since, gap) = p.spacing(Instant::now());
+        assert!(since.is_some_and(|s| s >= gap));
+        // A node that was given a fallback before it knew itself the committer goes at the
+        // cadence once it does; one that does not take turns keeps its fallback.
+        p.gap = Duration::from_millis(7_000);
+        assert_eq!(
+            p.spacing(Instant::now()).1,
+            Duration::from_millis(SOLE_CADENCE_MS)
+        );
+        p.fleet = fleet(&format!("{:012x}", 7), 20);
+        assert_eq!(p.spacing(Instant::now()).1, Duration::from_millis(7_000));
     }
 
     #[test]

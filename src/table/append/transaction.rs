@@ -260,6 +260,13 @@ impl BatchCommit {
                 });
             }
         }
+        // A node that does not take turns, whose batch is all published lately, leaves it to the
+        // committers without loading the table (see `defers_unloaded`).
+        if self.defers_unloaded(env, held, input.batch).await {
+            self.pacer.deferred();
+            let outcome = Outcome::Deferred;
+            return Ok(self.no_commit(held, found, carried, outcome).await);
+        }
         // 0. The last append again, as it was.
         if let Some(sent) = self.resend.take() {
             let outcome = self.send(env, held, sent, started, input.waiting).await?;
@@ -751,6 +758,40 @@ impl BatchCommit {
             .saturating_sub(i64::try_from(patience).unwrap_or(i64::MAX));
         self.intents
             .all_published_since(todo.iter().map(|r| r.segment.seq), since)
+    }
+
+    /// Whether this node, which does not take turns, leaves `batch` to the committers at once,
+    /// on the table it holds: every segment of it is published (now, if it was not) within the
+    /// last fallback. Such an attempt would only learn, by a load, which of its segments were
+    /// carried, and the next one, a fallback later, learns that as well; the nodes of a fleet
+    /// came to their first attempts together (their segments arrived together after an idle
+    /// spell, their views stale) and loaded the table 113 times in two seconds, each load the
+    /// whole metadata, with the committer's reads of the intents stuck behind them. A batch
+    /// not all published (a schema the held table lacks), or published earlier, goes the
+    /// usual way: a load, then what the committers left is committed after the patience.
+    async fn defers_unloaded(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        batch: &[ReadySegment],
+    ) -> bool {
+        let Some(fallback) = self.pacer.fallback_ms() else {
+            return false;
+        };
+        if batch.is_empty()
+            || !self.intents.on()
+            || self.retry.is_some()
+            || self.resend.is_some()
+            || held.table().is_none()
+        {
+            return false;
+        }
+        self.publish_run(env, held, batch).await;
+        let since = env
+            .now_ms()
+            .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX));
+        self.intents
+            .all_published_since(batch.iter().map(|r| r.segment.seq), since)
     }
 
     /// Whether a batch waiting for this node's slot may be published now (see [`Self::publish`]).

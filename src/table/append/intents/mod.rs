@@ -80,9 +80,9 @@ const READ_CONCURRENCY: usize = 8;
 /// has been deleted; what was carried since, the table held then shows (`select`'s done).
 const PREFETCH_FRESH: std::time::Duration = std::time::Duration::from_secs(30);
 /// The most intents of this node pending at once: past it, segments wait for the slot. A node
-/// that does not take turns learns what was carried at its fallback (5 s, or one slot per 8
-/// lanes in fleets of hundreds: 25 s at 1,000 nodes and 200 ms slots), publishing about once
-/// a second meanwhile.
+/// that does not take turns learns what was carried at its fallback (5 s, or one second per 8
+/// lanes in fleets of hundreds: 16 s at 128 nodes, 125 s at 1,000; `pacing::fallback_ms`),
+/// publishing about once a second meanwhile.
 const OWN_LIMIT: usize = 256;
 
 /// A listing read ahead of the load: the table UUID it was checked for, when, the intents, and
