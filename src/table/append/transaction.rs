@@ -752,12 +752,25 @@ impl BatchCommit {
         if todo.is_empty() {
             return false;
         }
-        self.publish_run(env, held, todo).await;
+        self.published_within(env, held, todo, patience).await
+    }
+
+    /// Publishes what of `batch` is not published yet (see [`Self::publish`]), and says whether
+    /// every segment of it is now in an intent of this node published within the last
+    /// `within_ms`.
+    async fn published_within(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        batch: &[ReadySegment],
+        within_ms: u64,
+    ) -> bool {
+        self.publish_run(env, held, batch).await;
         let since = env
             .now_ms()
-            .saturating_sub(i64::try_from(patience).unwrap_or(i64::MAX));
+            .saturating_sub(i64::try_from(within_ms).unwrap_or(i64::MAX));
         self.intents
-            .all_published_since(todo.iter().map(|r| r.segment.seq), since)
+            .all_published_since(batch.iter().map(|r| r.segment.seq), since)
     }
 
     /// Whether this node, which does not take turns, leaves `batch` to the committers at once,
@@ -786,12 +799,7 @@ impl BatchCommit {
         {
             return false;
         }
-        self.publish_run(env, held, batch).await;
-        let since = env
-            .now_ms()
-            .saturating_sub(i64::try_from(fallback).unwrap_or(i64::MAX));
-        self.intents
-            .all_published_since(batch.iter().map(|r| r.segment.seq), since)
+        self.published_within(env, held, batch, fallback).await
     }
 
     /// Whether a batch waiting for this node's slot may be published now (see [`Self::publish`]).
