@@ -147,7 +147,7 @@ impl Pacer {
     pub(super) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
         let now_ms = self.now_ms();
         let sole = Duration::from_millis(SOLE_CADENCE_MS).max(self.courtesy(now_ms));
-        let gap = if self.gap > sole && self.commits_in_turn() && self.fleet.sole(now_ms) {
+        let gap = if self.gap > sole && matches!(self.fleet.turn(now_ms), Turn::Sole { .. }) {
             sole
         } else {
             self.gap
@@ -185,7 +185,10 @@ impl Pacer {
 
     /// Whether this node takes turns committing (rather than only publishing, see [`Turn`]).
     pub(super) fn commits_in_turn(&self) -> bool {
-        matches!(self.fleet.turn(self.now_ms()), Turn::Slot { .. })
+        matches!(
+            self.fleet.turn(self.now_ms()),
+            Turn::Slot { .. } | Turn::Sole { .. }
+        )
     }
 
     /// While this node does not take turns (the committers carry it): how long it leaves
@@ -193,7 +196,7 @@ impl Pacer {
     pub(super) fn fallback_ms(&self) -> Option<u64> {
         match self.fleet.turn(self.now_ms()) {
             Turn::Carried { fallback } => Some(fallback),
-            Turn::Alone | Turn::Slot { .. } => None,
+            Turn::Alone | Turn::Slot { .. } | Turn::Sole { .. } => None,
         }
     }
 
@@ -364,13 +367,11 @@ impl Pacer {
         let now_ms = self.now_ms();
         let turn = self.fleet.turn(now_ms);
         self.planned = match turn {
-            Turn::Slot { slot, .. } => Some(slot),
+            Turn::Slot { slot, .. } | Turn::Sole { slot } => Some(slot),
             Turn::Alone | Turn::Carried { .. } => None,
         };
         let gap = match turn {
-            // A sole committer has no one to take turns with: it goes as soon as its last
-            // commit landed, at its cadence (see SOLE_CADENCE_MS).
-            Turn::Slot { .. } if self.fleet.sole(now_ms) => Duration::from_millis(SOLE_CADENCE_MS),
+            Turn::Sole { .. } => Duration::from_millis(SOLE_CADENCE_MS),
             Turn::Slot { start, slot } => {
                 tracing::debug!(table = %self.table, start, slot, lane = self.fleet.own(), "next commit in this lane's slot");
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
@@ -586,6 +587,11 @@ pub(super) enum Turn {
     /// This lane commits in its slots: the next starts at `start` (ms since the epoch), each
     /// `slot` ms long.
     Slot { start: i64, slot: u64 },
+    /// This lane is the fleet's only committer (beyond [`ALL_TAKE_TURNS`] lanes): with no one to
+    /// take turns with, it goes as soon as its last commit landed, at its cadence
+    /// ([`SOLE_CADENCE_MS`]), off the grid; `slot` is the fleet's slot, which its commits still
+    /// measure and publish (the others' fallbacks follow it).
+    Sole { slot: u64 },
     /// This lane does not take turns: it publishes what it has and the committers carry it;
     /// it attempts a commit itself only every `fallback` ms (to learn what was carried, and to
     /// commit what was not).
@@ -630,12 +636,6 @@ impl Fleet {
         } else {
             present.min(self.committers)
         }
-    }
-
-    /// Whether one lane alone takes turns in a fleet (this one, when it takes turns at all).
-    pub(super) fn sole(&self, now_ms: i64) -> bool {
-        let present = self.present(now_ms);
-        self.others_present(&present) && self.takers(present.len()) == 1
     }
 
     /// Notes that `lane` wrote for the same segment log as this registrar (bounded like the
@@ -793,7 +793,7 @@ impl Fleet {
     pub(super) fn next_start(&self, now_ms: i64) -> Option<(i64, u64)> {
         match self.turn(now_ms) {
             Turn::Slot { start, slot } => Some((start, slot)),
-            Turn::Alone | Turn::Carried { .. } => None,
+            Turn::Alone | Turn::Sole { .. } | Turn::Carried { .. } => None,
         }
     }
 
@@ -835,7 +835,13 @@ impl Fleet {
                 Turn::Carried {
                     fallback: fallback_ms(slot, present.len(), lanes),
                 },
-                |start| Turn::Slot { start, slot },
+                |start| {
+                    if lanes == 1 {
+                        Turn::Sole { slot }
+                    } else {
+                        Turn::Slot { start, slot }
+                    }
+                },
             )
     }
 }
@@ -1262,13 +1268,7 @@ mod tests {
             f
         };
         assert_eq!(one("l00").cycle_ms(now), Some(200));
-        assert_eq!(
-            one("l00").turn(now),
-            Turn::Slot {
-                start: next_slot(now, 200, 1, 0),
-                slot: 200
-            }
-        );
+        assert_eq!(one("l00").turn(now), Turn::Sole { slot: 200 });
         assert_eq!(
             one("l01").turn(now),
             Turn::Carried {
@@ -1545,12 +1545,18 @@ mod tests {
             f
         };
         let committer = format!("{:012x}", 0);
-        assert!(fleet(&committer, 20).sole(now));
-        // The fleet has a sole committer whoever asks; the others do not take turns.
-        assert!(fleet(&format!("{:012x}", 7), 20).sole(now));
+        assert_eq!(fleet(&committer, 20).turn(now), Turn::Sole { slot: 550 });
+        // The others do not take turns.
+        assert!(matches!(
+            fleet(&format!("{:012x}", 7), 20).turn(now),
+            Turn::Carried { .. }
+        ));
         // Up to ALL_TAKE_TURNS lanes all take turns; a lone registrar is alone.
-        assert!(!fleet(&committer, ALL_TAKE_TURNS).sole(now));
-        assert!(!Fleet::new("x".into()).carrying().sole(now));
+        assert!(matches!(
+            fleet(&committer, ALL_TAKE_TURNS).turn(now),
+            Turn::Slot { .. }
+        ));
+        assert_eq!(Fleet::new("x".into()).carrying().turn(now), Turn::Alone);
         // Its cycle is the cadence, not the slot the lanes published.
         assert_eq!(fleet(&committer, 20).cycle_ms(now), Some(SOLE_CADENCE_MS));
         assert_eq!(

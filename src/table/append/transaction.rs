@@ -6,7 +6,10 @@
 //! 1. **Hold or load**: on a table others commit to (or after a failed attempt), write what the
 //!    attempt needs on the version held (the new files' manifest; merges on a batch's first
 //!    attempt), then load the table: the merge stays outside the window between the load and
-//!    the commit. A lone registrar builds on its own last commit's answer.
+//!    the commit. A lone registrar builds on its own last commit's answer. A node of a fleet
+//!    that does not take turns, whose batch is all published within its last fallback, stops
+//!    before this with nothing loaded: it leaves the batch to the committer
+//!    ([`BatchCommit::defers_unloaded`]).
 //! 2. **Filter** the batch against the table as it is now (the committed set), so that a segment
 //!    another writer or an earlier attempt registered is never appended again. In a fleet that
 //!    carries intents (`super::intents`), this node's published segments found in the table

@@ -58,20 +58,13 @@ fn short(property: &str) -> Cow<'_, str> {
     let Some(rest) = property.strip_prefix(WATERMARK_PREFIX) else {
         return Cow::Borrowed(property);
     };
-    let (id, fork) = match rest.split_once('.') {
-        Some((id, fork)) => (id, Some(fork)),
-        None => (rest, None),
-    };
+    let (id, fork) = split_fork(rest);
     // Only a UUID that reads back as the very same text (lower case, hyphenated).
     match uuid::Uuid::try_parse(id) {
-        Ok(uuid) if uuid.hyphenated().to_string() == id => {
-            let mut out = format!("{SHORT}{}", URL_SAFE_NO_PAD.encode(uuid.as_bytes()));
-            if let Some(fork) = fork {
-                out.push('.');
-                out.push_str(fork);
-            }
-            Cow::Owned(out)
-        }
+        Ok(uuid) if uuid.hyphenated().to_string() == id => Cow::Owned(with_fork(
+            format!("{SHORT}{}", URL_SAFE_NO_PAD.encode(uuid.as_bytes())),
+            fork,
+        )),
         _ => Cow::Borrowed(property),
     }
 }
@@ -91,18 +84,30 @@ fn long(property: &str) -> Option<Cow<'_, str>> {
     let Some(rest) = property.strip_prefix(SHORT) else {
         return Some(Cow::Borrowed(property));
     };
-    let (id, fork) = match rest.split_once('.') {
-        Some((id, fork)) => (id, Some(fork)),
-        None => (rest, None),
-    };
+    let (id, fork) = split_fork(rest);
     let bytes = URL_SAFE_NO_PAD.decode(id).ok()?;
     let uuid = uuid::Uuid::from_slice(&bytes).ok()?;
-    let mut out = format!("{WATERMARK_PREFIX}{}", uuid.hyphenated());
-    if let Some(fork) = fork {
-        out.push('.');
-        out.push_str(fork);
+    Some(Cow::Owned(with_fork(
+        format!("{WATERMARK_PREFIX}{}", uuid.hyphenated()),
+        fork,
+    )))
+}
+
+/// A property's log id and its fork (`<id>.<fork>`), if any.
+fn split_fork(rest: &str) -> (&str, Option<&str>) {
+    match rest.split_once('.') {
+        Some((id, fork)) => (id, Some(fork)),
+        None => (rest, None),
     }
-    Some(Cow::Owned(out))
+}
+
+/// `head` with `.<fork>` after it, if there is a fork.
+fn with_fork(mut head: String, fork: Option<&str>) -> String {
+    if let Some(fork) = fork {
+        head.push('.');
+        head.push_str(fork);
+    }
+    head
 }
 
 #[cfg(test)]
