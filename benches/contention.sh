@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Contention: registrars sharing one Iceberg table, with each other and with other writers,
-# against the real servers on 127.0.0.1 (the Iceberg REST fixture and s3s-fs).
+# against the real servers on 127.0.0.1 (the Iceberg REST fixture, and s3s-fs or SeaweedFS).
 #
 #   1. fleet: N runners (examples/registrar.rs, release), each with its own segment catalog and
 #      its own config (benches/common.sh's bench_config: create_table: true, default commit
@@ -10,7 +10,7 @@
 #
 #   benches/contention.sh [--nodes "1 4 8 16 32"] [--rate 1] [--seconds 60] [--drain-cap 180]
 #                         [--rivals "1 2 5"] [--rival-rate 10] [--rival-seconds 30]
-#                         [--rows 100] [--rival-rows 10] [--stock-s3]
+#                         [--rows 100] [--rival-rows 10] [--s3 s3s-fs|seaweedfs] [--stock-s3]
 #                         [--retention none|max_age=D,min_snapshots=N]
 #                         [--registrar-bin PATH] [--keep]
 #
@@ -22,6 +22,12 @@
 #                   latency of a segment whose snapshot expired is taken from its manifest
 #                   list's mtime, and every manifest list left of an expired snapshot counts as
 #                   named (retention is metadata-only and deletes no file)
+# --s3              the S3 server: s3s-fs (the default, with the TCP_NODELAY shim) or seaweedfs
+#                   (SeaweedFS, the suite's S3: weed mini, stock). s3s-fs answers a LIST with
+#                   a prefix by walking the whole bucket (every object of the run), so a
+#                   fleet's LIST of its intents costs more as the run goes; SeaweedFS lists
+#                   by prefix, as S3 does. The orphans and intents left are read through S3
+#                   either way.
 # --stock-s3        run s3s-fs without the TCP_NODELAY shim (benches/e2e/nodelay.c): every GET
 #                   with a body then stalls ~44 ms (Nagle meeting delayed ACK)
 # --registrar-bin   use this runner binary instead of building one (`cargo build --release
@@ -34,10 +40,11 @@
 # How each run goes (benches/contention/contention.py): one segment per node is shipped and
 # node 0 registers its own with --until-caught-up (creating the table); the N runners start
 # (--metrics-addr 127.0.0.1:0) and each registers its warm-up segment, so every runner has
-# loaded the table and committed before anything is timed. Then one feeder process ships each
-# node's segments on a wall-clock schedule (node k's segment i at t0 + (i + k/N)/R): a real
-# Parquet file with field IDs (the demo's telemetry schema), PUT through S3, then its
-# `uploaded` record appended to that node's catalog, stamped at that moment. After the window,
+# loaded the table and committed before anything is timed. Then feeder processes (one per 32
+# nodes, their connections opened before the window) ship each node's segments on a
+# wall-clock schedule (node k's segment i at t0 + (i + k/N)/R): a real Parquet file with
+# field IDs (the demo's telemetry schema), PUT through S3, then its `uploaded` record appended
+# to that node's catalog, stamped at that moment. After the window,
 # the drain waits until every node registered all it was fed. Figures: see the notes printed
 # under the tables. Every run checks exactly once with pyiceberg (`inspect.files()` of the
 # current snapshot against the keys in the logs); the script exits 1 if any run FAILs.
@@ -59,6 +66,7 @@ rival_seconds=30
 rows=100
 rival_rows=10
 stock_s3=0
+s3=s3s-fs
 retention=none
 registrar_bin=""
 keep=0
@@ -83,6 +91,7 @@ while (($#)); do
         --rows) rows="$2"; shift 2 ;;
         --rival-rows) rival_rows="$2"; shift 2 ;;
         --stock-s3) stock_s3=1; shift ;;
+        --s3) s3="$2"; shift 2 ;;
         --retention) retention="$2"; shift 2 ;;
         --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
@@ -103,6 +112,8 @@ for r in "$rate" "$rival_rate" $rivals; do
     fi
 done
 [[ -n "$nodes$rivals" ]] || die "nothing to run: --nodes and --rivals are both empty"
+[[ "$s3" == s3s-fs || "$s3" == seaweedfs ]] || die "--s3 is s3s-fs or seaweedfs, not $s3"
+[[ "$s3" == s3s-fs || "$stock_s3" == 0 ]] || die "--stock-s3 is a variant of --s3 s3s-fs"
 extra="$(bench_retention_yaml "$retention")"
 if [[ -n "$registrar_bin" ]]; then
     [[ -x "$registrar_bin" && -f "$registrar_bin" ]] || die "--registrar-bin $registrar_bin: not an executable file"
@@ -191,8 +202,10 @@ contention_start() {
     registrar_desc+=", sha256 $(sha256sum "$REGISTRAR" | cut -c1-12)"
     gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/crc32c.so" "$GROWTH/crc32c.c"
     CRC_LIB="$STATE/crc32c.so"
-    if ((stock_s3)); then
-        # s3s-fs, not SeaweedFS: orphans are counted in its data directory.
+    if [[ "$s3" == seaweedfs ]]; then
+        THADAM_S3=seaweedfs THADAM_NESSIE=0 "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
+        s3_variant="SeaweedFS $THADAM_SEAWEEDFS_VERSION (weed mini: master, volume, filer and S3 in one process), stock"
+    elif ((stock_s3)); then
         env -u THADAM_S3_PRELOAD THADAM_S3=s3s-fs THADAM_NESSIE=0 THADAM_SEAWEEDFS=0 \
             "$THADAM_REPO_ROOT/scripts/servers" start "$STATE/srv" >&2
         s3_variant="**stock** s3s-fs $THADAM_S3S_VERSION, no TCP_NODELAY shim (--stock-s3: GETs with a body stall ~44 ms)"
@@ -210,7 +223,7 @@ contention_start() {
     fi
     # shellcheck source=/dev/null
     source "$STATE/srv/env"
-    s3_pid="$(cat "$STATE/srv/s3s-fs.pid")"
+    s3_pid="$(cat "$STATE/srv/$s3.pid")"
     catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
 }
 
@@ -276,7 +289,7 @@ echo
 bench_machine_info | grep -v '^| registrar |'
 echo "| registrar | $registrar_desc |"
 echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }, snapshot retention $retention; --metrics-addr 127.0.0.1:0 |"
-echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by one feeder process, then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
+echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by feeder processes (one per 32 nodes, connections opened before the window), then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
 [[ -z "$rivals" ]] || echo "| rivals | ceil(R) pyiceberg processes, R commits/s in all: each commit loads the table, then \`table.append\` of ${rival_rows} rows (pyiceberg's own 409 retries: 4, then it gives up) |"
 echo
 rc=0
@@ -287,11 +300,11 @@ divided by the window. *upload → snapshot*: per segment, the timestamp-ms of t
 manifest entry added its file minus the `uploaded_at_ms` of its record (stamped right after its
 PUT); warm-up segments excluded. *409s per landed commit*: sum over the runners of
 `thadam_iceberg_commits_total{outcome="conflict"}` / `{outcome="ok"}`, window and drain (the
-warm-up subtracted). *orphans*: `.avro` files under the table's `metadata/` in s3s-fs's
-directory, after every writer stopped: manifest lists no snapshot names / manifests no
+warm-up subtracted). *orphans*: `.avro` objects under the table's `metadata/` (listed through
+S3), after every writer stopped: manifest lists no snapshot names / manifests no
 snapshot's manifest list names (pyiceberg's and the runners' alike; no snapshot is expired).
-*CPU*: utime+stime from /proc over window and drain (catalog = the fixture's JVM, S3 = s3s-fs,
-which also serves the feeder's PUTs; registrars summed). *exactly once*: the data files of the
+*CPU*: utime+stime from /proc over window and drain (catalog = the fixture's JVM, S3 = the S3
+server, which also serves the feeder's PUTs; registrars summed). *exactly once*: the data files of the
 current snapshot (pyiceberg `inspect.files()`) against the keys recorded in the logs: each once,
 none missing, nothing else (in the rival runs, the rest must be exactly the rivals' appends).
 *commit window*: `thadam_iceberg_commit_window_seconds`, summed over runners, p99 interpolated

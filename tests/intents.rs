@@ -10,7 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +18,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use common::demo;
+use common::fault_proxy::{FaultProxy, Kind};
 use common::{Harness, assert_exactly_once, stop, wait_handled};
 use thadam_iceberg::config::RegistrarConfig;
 use thadam_iceberg::protocol::segment_log::{SegmentLogTail, SegmentLogWriter};
@@ -94,6 +95,16 @@ fn fleet(h: Harness, prefix: &str, n: usize) -> (Harness, String, Vec<Node>) {
     let nodes = (0..n)
         .map(|i| Node::new(&h, &format!("{prefix}{i}")))
         .collect();
+    (h, table, nodes)
+}
+
+/// [`fleet`], each node with a sink id of its own (`sink-<name>`), which its snapshots'
+/// `thadam.writer` names: how [`at_work`] tells which node commits in turn.
+fn named_fleet(h: Harness, prefix: &str, n: usize) -> (Harness, String, Vec<Node>) {
+    let (h, table, mut nodes) = fleet(h, prefix, n);
+    for node in &mut nodes {
+        node.config.id = format!("sink-{}", node.name);
+    }
     (h, table, nodes)
 }
 
@@ -814,33 +825,42 @@ fn committer(table: &iceberg::table::Table) -> (String, String) {
     lanes.into_iter().next().expect("a lane")
 }
 
+/// A fleet of more than 8 nodes at work: every node warmed up (with `tunings`, in order),
+/// `rounds` rounds of a flow landed by all, and the node that commits in turn (its index).
+/// Returns the handles, the table's UUID and that index.
+async fn at_work(
+    h: &Harness,
+    nodes: &mut [Node],
+    tunings: Vec<Tuning>,
+    rounds: usize,
+) -> (Vec<RegistrarHandle>, String, usize) {
+    let handles = warm_up(h, nodes, tunings).await;
+    let uuid = table_uuid(h).await;
+    flow(h, nodes, rounds, Duration::from_millis(300)).await;
+    for handle in &handles {
+        wait_handled(handle, nodes[0].keys.len() as u64).await;
+    }
+    let (lane, writer) = committer(&h.table(DATASET).await.expect("table"));
+    let at = nodes
+        .iter()
+        .position(|n| writer.contains(&format!("sink-{}/", n.name)))
+        .expect("the committer's node");
+    println!("the committer: lane {lane}, node {}", nodes[at].name);
+    (handles, uuid, at)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_the_committer_cannot_commit_the_others_land_everything_themselves() {
     // More nodes than take turns all at once (8): one commits, the others publish.
     const N: usize = 10;
-    let (h, table, mut nodes) = fleet(Harness::new("intents-committer"), "m", N);
-    for node in &mut nodes {
-        node.config.id = format!("sink-{}", node.name);
-    }
+    let (h, table, mut nodes) = named_fleet(Harness::new("intents-committer"), "m", N);
     let gates: Vec<_> = (0..N).map(|_| tokio::sync::watch::channel(true)).collect();
     let tunings = gates
         .iter()
         .map(|(_, open)| hooked(Gate { open: open.clone() }))
         .collect();
-    let handles = warm_up(&h, &mut nodes, tunings).await;
-    let uuid = table_uuid(&h).await;
-    flow(&h, &mut nodes, 4, Duration::from_millis(300)).await;
-    for handle in &handles {
-        wait_handled(handle, nodes[0].keys.len() as u64).await;
-    }
-
     // One lane commits in turn, the others publish: shut the committer's link.
-    let (lane, writer) = committer(&h.table(DATASET).await.expect("table"));
-    let cut = nodes
-        .iter()
-        .position(|n| writer.contains(&format!("sink-{}/", n.name)))
-        .expect("the committer's node");
-    println!("the committer: lane {lane}, node {}", nodes[cut].name);
+    let (handles, uuid, cut) = at_work(&h, &mut nodes, tunings, 4).await;
     gates[cut].0.send(false).expect("shut");
     let before = conflicts(&table);
     let shut_at = std::time::Instant::now();
@@ -975,4 +995,133 @@ async fn a_fleets_carrying_snapshots_expire_once_their_short_guards_are_covered(
     let registered: u64 = status.tables.values().map(|t| t.registered).sum();
     assert_eq!(registered, 0, "nothing registered twice after the expiry");
     println!("409s {}", conflicts(&table));
+}
+
+/// Every append of its node waits `by` first: a catalog whose commits take longer than the
+/// sole committer's cadence (200 ms), as a busy one does.
+struct Slow {
+    by: Duration,
+}
+
+#[async_trait]
+impl BeforeAppend for Slow {
+    async fn before_append(&self, _: &TableName, _: &iceberg::table::Table, _: &[ReadySegment]) {
+        tokio::time::sleep(self.by).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_committer_whose_cycles_outlast_its_cadence_still_takes_in_its_own_segments() {
+    // More nodes than take turns all at once (8): one commits, carrying the others' intents in
+    // cycles that each take longer than its cadence, back to back while the others publish.
+    // Its own segments arrive as messages between those cycles; before, it went from one cycle
+    // to the next without reading them, and its own segments waited until the others stopped
+    // (5.8 s at 128 nodes in benches/contention.sh, the run's max).
+    const N: usize = 10;
+    let (h, _table, mut nodes) = named_fleet(Harness::new("intents-busy-committer"), "b", N);
+    let tunings = (0..N)
+        .map(|_| {
+            hooked(Slow {
+                by: Duration::from_millis(300),
+            })
+        })
+        .collect();
+    let (handles, uuid, busy) = at_work(&h, &mut nodes, tunings, 3).await;
+
+    // The others publish all along (a round every 100 ms, for ~10 s); meanwhile the committer
+    // is shipped one segment of its own, which must land while they still publish.
+    let mut own = nodes.remove(busy);
+    let others_done = AtomicBool::new(false);
+    let publishing = async {
+        flow(&h, &mut nodes, 40, Duration::from_millis(100)).await;
+        others_done.store(true, Ordering::SeqCst);
+    };
+    let own_segment = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        own.ship(&h).await;
+        let shipped = std::time::Instant::now();
+        wait_handled(&handles[busy], own.keys.len() as u64).await;
+        let late = others_done.load(Ordering::SeqCst);
+        println!(
+            "the committer's own segment landed {:.2} s after it was shipped (the others still \
+             publishing: {})",
+            shipped.elapsed().as_secs_f64(),
+            !late
+        );
+        late
+    };
+    let ((), late) = tokio::join!(publishing, own_segment);
+    assert!(
+        !late,
+        "the committer took in its own segment between its cycles, while the others published"
+    );
+
+    // Everyone even again, everything lands once.
+    for _ in own.keys.len()..nodes[0].keys.len() {
+        own.ship(&h).await;
+    }
+    nodes.insert(busy, own);
+    settle(&nodes, handles).await;
+    assert_done(&h, &nodes, &uuid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_coming_to_a_batch_after_an_idle_spell_leave_it_to_the_committer_without_a_load() {
+    // A fleet's nodes come to their first attempts together: their segments arrive together
+    // after an idle spell (every node's fallback has passed), and each node that only publishes
+    // would load the whole table to learn what the committer will carry anyway (128 nodes
+    // loaded it 113 times in two seconds). Such a node publishes and leaves the batch without
+    // a load. Each node goes through its own proxy, which counts its loads of the table.
+    const N: usize = 10;
+    let (h, _table, mut nodes) = fleet(Harness::new("intents-no-load"), "d", N);
+    let mut proxies = Vec::new();
+    for node in &mut nodes {
+        let proxy = FaultProxy::start(&h.env.catalog_uri, DATASET).await;
+        let catalog = node.config.source.catalog.clone();
+        node.config = h.config_via(&proxy.uri);
+        node.config.source.catalog = catalog;
+        node.config.id = format!("sink-{}", node.name);
+        proxies.push(proxy);
+    }
+    let tunings = (0..N).map(|_| Tuning::default()).collect();
+    let (handles, uuid, committing) = at_work(&h, &mut nodes, tunings, 3).await;
+
+    // Idle for longer than any node's fallback (5 s, spread up to 1.5 times that), then one
+    // segment each, all at once: the table holds them all before any node that only publishes
+    // has loaded it.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let loads_before: Vec<usize> = proxies.iter().map(|p| p.seen(Kind::Load)).collect();
+    let mut round = Vec::new();
+    for node in nodes.iter_mut() {
+        round.push(format!("s3://{}/{}", h.env.bucket, node.ship(&h).await));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let files = common::data_files(&h.table(DATASET).await.expect("table")).await;
+        if round.iter().all(|k| files.contains(k)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the round lands (hang guard)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let loads: Vec<usize> = proxies
+        .iter()
+        .zip(&loads_before)
+        .map(|(p, before)| p.seen(Kind::Load) - before)
+        .collect();
+    println!("loads of the table per node while the round landed: {loads:?}");
+    for (i, n) in loads.iter().enumerate() {
+        if i != committing {
+            assert_eq!(
+                *n, 0,
+                "node {} published its segment and left it to the committer without a load",
+                nodes[i].name
+            );
+        }
+    }
+    settle(&nodes, handles).await;
+    assert_done(&h, &nodes, &uuid).await;
 }

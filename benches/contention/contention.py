@@ -16,8 +16,8 @@ THADAM_TEST_* variables of `scripts/servers` in the environment.
 `{state}/segments-{names[i]}/segment-catalog.log` (benches/common.sh's bench_config). Warm-up:
 one segment per node is shipped, node 0 registers its own with --until-caught-up (creating the
 table), then every node's runner starts and registers its warm-up segment, so the runners have
-loaded the table and committed once before anything is timed. Then the load window: one feeder
-process ships R segments/s per node for S seconds (real Parquet files with field IDs, PUT
+loaded the table and committed once before anything is timed. Then the load window: feeder
+processes (one per 32 nodes) ship R segments/s per node for S seconds (real Parquet files with field IDs, PUT
 through S3, then an `uploaded` record stamped at that moment: seglog.LogAppender), beside the
 rival writers in `--mode rivals`; then the drain, until every node registered what it was fed
 (at most --drain-cap seconds). The figures (see `report`) come from the runners' /metrics
@@ -30,6 +30,7 @@ contention.sh can stop them by pid if this process dies; `run` stops them itself
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import logging
@@ -47,7 +48,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent.parent / "growth"))
-from common import Registrar, bench, local_path, log, markdown  # noqa: E402
+from common import Registrar, bench, log, markdown  # noqa: E402
 from seglog import Crc32c, LogAppender  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -136,6 +137,26 @@ def ship(s3, appender: LogAppender, dataset: str, key_prefix: str, segment_id: s
                                "file_size": len(body), "row_count": rows}])
 
 
+def warm_connections(s3, n: int) -> None:
+    """Opens the feeder's n connections before the window: n threads at once, one request
+    each. Without it every node's first PUT opened its own connection (and took boto3's lazy
+    setup) at the window's start: first PUTs took 0.8-2.8 s, the feeder shipped ~80 of the
+    first 2.25 s's ~290 segments on time and the rest in a burst, and the fleet's first
+    seconds measured that burst (p99 1.8 s in the first 5 s against 0.4-0.6 s after)."""
+    bucket = os.environ["THADAM_TEST_BUCKET"]
+    start = threading.Barrier(n)
+
+    def one(_: int) -> None:
+        start.wait()
+        s3.head_bucket(Bucket=bucket)
+
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def self_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -161,44 +182,55 @@ def handshake() -> float:
 
 # ---- the feeder ------------------------------------------------------------------------------
 
+# Nodes per feeder process. One process for 128 nodes (128 threads on one GIL: each segment's
+# Parquet and signed PUT cost ~7 ms of it, ~0.9 s a second) fell 2-3.6 s behind its schedule at
+# the window's start and shipped the late segments in a burst, which the first seconds' latency
+# measured; the tail of a 128-node run was the feeder's.
+FEEDER_NODES = 32
+
 def cmd_feed(args) -> dict:
     """Node k's segment i is due at t0 + (i + k/N) / rate (nodes evenly out of phase), shipped
-    late (never dropped) when the previous one took longer; one thread per node."""
+    late (never dropped) when the previous one took longer; one thread per node. This process
+    feeds nodes `--first` onwards of `--nodes` (N): the run splits the fleet over several
+    feeders (see FEEDER_NODES)."""
     logs = args.logs.split(",")
     n = len(logs)
+    total = args.nodes or n
     crc = Crc32c(args.crc_lib)
     appenders = [LogAppender(Path(p), crc) for p in logs]
     s3 = s3_client(n + 4)
     count = round(args.rate * args.seconds)
     parquet_bytes(0, args.rows)  # imports and first-call costs before the window
+    warm_connections(s3, n)
     t0 = handshake()
     cpu0 = self_cpu_s()
     nodes: list[dict] = [{} for _ in range(n)]
     failures: list[str] = []
 
-    def feed(k: int) -> None:
+    def feed(j: int) -> None:
+        k = args.first + j
         behind, shipped, took = 0.0, 0, []
         try:
             for i in range(count):
-                due = t0 + (i + k / n) / args.rate
+                due = t0 + (i + k / total) / args.rate
                 now = time.time()
                 if due > now:
                     time.sleep(due - now)
                 else:
                     behind = max(behind, now - due)
                 start = time.time()
-                ship(s3, appenders[k], args.dataset, args.key_prefix, f"n{k:02d}-{i:05d}",
+                ship(s3, appenders[j], args.dataset, args.key_prefix, f"n{k:02d}-{i:05d}",
                      k * 1_000_000_000 + i * args.rows, args.rows)
                 took.append(time.time() - start)
                 shipped += 1
         except Exception as e:  # noqa: BLE001  (reported, and the run fails)
             failures.append(f"node {k}: {e!r}")
         took.sort()
-        nodes[k] = {"shipped": shipped, "max_behind_s": behind,
+        nodes[j] = {"shipped": shipped, "max_behind_s": behind,
                     "ship_p50_ms": 1000 * bench.percentile(took, 50) if took else None,
                     "ship_max_ms": 1000 * took[-1] if took else None}
 
-    threads = [threading.Thread(target=feed, args=(k,), daemon=True) for k in range(n)]
+    threads = [threading.Thread(target=feed, args=(j,), daemon=True) for j in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -387,9 +419,35 @@ def histogram(before: list[dict], after: list[dict], name: str) -> dict | None:
             "p50_s": quantile(0.5), "p99_s": quantile(0.99)}
 
 
-def avro_metadata(path: Path) -> dict[str, bytes]:
+def bucket_objects(prefix: str) -> dict[str, int]:
+    """Every object under `s3://{bucket}/{prefix}` (listed through S3, so that any S3 server
+    will do): URI -> last-modified, epoch ms."""
+    bucket = os.environ["THADAM_TEST_BUCKET"]
+    out: dict[str, int] = {}
+    for page in reader().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            out[f"s3://{bucket}/{o['Key']}"] = int(o["LastModified"].timestamp() * 1000)
+    return out
+
+
+def object_bytes(uri: str) -> bytes:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return reader().get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+@functools.cache
+def reader():
+    """One S3 client for the driver's reads after the run."""
+    return s3_client()
+
+
+def key_of(location: str) -> str:
+    """The key prefix of an s3://bucket/... location in the test bucket."""
+    return location.removeprefix(f"s3://{os.environ['THADAM_TEST_BUCKET']}/")
+
+
+def avro_metadata(data: bytes) -> dict[str, bytes]:
     """The header metadata of an Avro object container file (avro.schema, Iceberg's keys)."""
-    data = path.read_bytes()
     if data[:4] != b"Obj\x01":
         return {}
     pos = 4
@@ -425,60 +483,61 @@ def avro_metadata(path: Path) -> dict[str, bytes]:
         return meta
 
 
-def avro_kind(path: Path) -> str:
+def avro_kind(uri: str) -> str:
     """`list` (a manifest list: records named manifest_file), `manifest` (manifest_entry), or
     by the Iceberg file names (snap-*.avro is a list) when the header says neither."""
     try:
-        name = json.loads(avro_metadata(path).get("avro.schema", b"{}")).get("name")
-    except (OSError, ValueError):
+        name = json.loads(avro_metadata(object_bytes(uri)).get("avro.schema", b"{}")).get("name")
+    except (OSError, ValueError, KeyError):
         name = None
     if name == "manifest_file":
         return "list"
     if name == "manifest_entry":
         return "manifest"
-    return "list" if path.name.startswith("snap-") else "manifest"
+    return "list" if uri.rsplit("/", 1)[-1].startswith("snap-") else "manifest"
 
 
 def snapshots_ever(table) -> dict[int, tuple[int, str]]:
     """The snapshots the current metadata no longer lists (expired with --retention), id ->
     (timestamp-ms, manifest list), from the manifest lists left in the table's metadata/
     folder: `snap-<id>-<attempt>-<uuid>.avro`, written as the snapshot is built and stamped, so
-    its mtime stands for the snapshot's timestamp (retention is metadata-only; a refused
+    its last-modified stands for the snapshot's timestamp (to the S3 server's precision:
+    s3s-fs's is the file's mtime, SeaweedFS's a second) (retention is metadata-only; a refused
     attempt's list is deleted at once, and of several left for one id the newest is taken).
     Old metadata.json versions would not do: the catalog may delete them, and leaves those of
     refused commits. Read only when the current metadata lacks a snapshot."""
     current = {s.snapshot_id for s in table.metadata.snapshots}
     out: dict[int, tuple[int, str]] = {}
-    for path in (local_path(table.metadata.location) / "metadata").glob("snap-*.avro"):
-        m = re.match(r"snap-(-?\d+)-", path.name)
+    listed = bucket_objects(key_of(table.metadata.location) + "/metadata/snap-")
+    for uri, ms in listed.items():
+        m = re.match(r"snap-(-?\d+)-.*\.avro$", uri.rsplit("/", 1)[-1])
         if not m or int(m.group(1)) in current:
             continue
-        sid, ms = int(m.group(1)), int(path.stat().st_mtime * 1000)
+        sid = int(m.group(1))
         if sid not in out or ms > out[sid][0]:
-            out[sid] = (ms, str(path))
+            out[sid] = (ms, uri)
     return out
 
 
 def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
-    """Manifest lists in the table's metadata/ folder (s3s-fs's directory) that no snapshot
+    """Manifest lists in the table's metadata/ folder (listed through S3) that no snapshot
     names, and manifests that no snapshot's manifest list names: the snapshots in the current
     metadata, and those expired during the run (`ever`, see snapshots_ever) when there were."""
-    from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.manifest import read_manifest_list
 
-    folder = local_path(table.metadata.location) / "metadata"
-    lists = {local_path(s.manifest_list) for s in table.metadata.snapshots}
-    lists |= {local_path(ml) for _, ml in (ever or {}).values()}
-    reachable: set[Path] = set()
-    fileio = PyArrowFileIO()
-    for path in lists:
-        for m in read_manifest_list(fileio.new_input(str(path))):
-            reachable.add(local_path(m.manifest_path))
+    lists = {s.manifest_list for s in table.metadata.snapshots}
+    lists |= {ml for _, ml in (ever or {}).values()}
+    reachable: set[str] = set()
+    for uri in lists:
+        for m in read_manifest_list(table.io.new_input(uri)):
+            reachable.add(m.manifest_path)
     counts = Counter()
-    for path in folder.glob("*.avro"):
-        kind = avro_kind(path)
+    for uri in bucket_objects(key_of(table.metadata.location) + "/metadata/"):
+        if not uri.endswith(".avro"):
+            continue
+        kind = avro_kind(uri)
         counts[kind] += 1
-        if (path not in lists) if kind == "list" else (path not in reachable):
+        if (uri not in lists) if kind == "list" else (uri not in reachable):
             counts[f"orphan_{kind}s"] += 1
     return {"lists": counts["list"], "manifests": counts["manifest"],
             "orphan_lists": counts["orphan_lists"], "orphan_manifests": counts["orphan_manifests"]}
@@ -615,13 +674,19 @@ def cmd_run(args) -> dict:
         time.sleep(2)
 
         # The load window.
-        feeder = Child(["feed", "--logs", ",".join(map(str, logs)), "--dataset", args.dataset,
-                        "--key-prefix", location, "--rate", str(args.rate),
-                        "--seconds", str(args.seconds), "--rows", str(args.rows),
-                        "--crc-lib", args.crc_lib, "--state", args.state],
-                       f"{args.dataset}-feeder", pids,
-                       state / f"{args.dataset}-feeder.log")
-        children.append(feeder)
+        feeders: list[Child] = []
+        for first in range(0, n, FEEDER_NODES):
+            part = logs[first:first + FEEDER_NODES]
+            suffix = "" if n <= FEEDER_NODES else str(first // FEEDER_NODES)
+            feeders.append(Child(["feed", "--logs", ",".join(map(str, part)),
+                                  "--first", str(first), "--nodes", str(n),
+                                  "--dataset", args.dataset,
+                                  "--key-prefix", location, "--rate", str(args.rate),
+                                  "--seconds", str(args.seconds), "--rows", str(args.rows),
+                                  "--crc-lib", args.crc_lib, "--state", args.state],
+                                 f"{args.dataset}-feeder{suffix}", pids,
+                                 state / f"{args.dataset}-feeder{suffix}.log"))
+        children.extend(feeders)
         rivals: list[Child] = []
         if args.rivals > 0:
             writers = math.ceil(args.rivals)
@@ -649,12 +714,17 @@ def cmd_run(args) -> dict:
         window_end = t0 + args.seconds
         log(f"load: {n} node(s) x {args.rate:g} seg/s for {args.seconds} s"
             + (f", rivals {args.rivals:g} commits/s" if rivals else ""))
-        while feeder.proc.poll() is None:
+        feeding = lambda: any(f.proc.poll() is None for f in feeders)  # noqa: E731
+        while feeding():
             time.sleep(min(5.0, max(0.2, window_end - time.time())))
-            if feeder.proc.poll() is None:
+            if feeding():
                 done = sum(handled(a, b) for a, b in zip(scrape(regs), before))
                 log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
-        fed = feeder.finish()
+        parts = [f.finish() for f in feeders]
+        fed = {"t0": parts[0]["t0"], "ended": max(p["ended"] for p in parts),
+               "per_node": parts[0]["per_node"],
+               "nodes": [node for p in parts for node in p["nodes"]],
+               "cpu_s": sum(p["cpu_s"] for p in parts), "processes": len(parts)}
         rival_results = [child.finish() for child in rivals]
 
         # The drain: until every node registered what it was fed, or the cap.
@@ -700,9 +770,8 @@ def cmd_run(args) -> dict:
             "skipped": sum(labelled(after, before, SKIPPED).values()),
         }
         table = bench.catalog().load_table(args.table)
-        intent_dir = local_path(f"s3://{os.environ['THADAM_TEST_BUCKET']}/lake/_thadam-intents/"
-                                f"{table.metadata.table_uuid}")
-        intents["left"] = sum(1 for _ in intent_dir.glob("*.json")) if intent_dir.is_dir() else 0
+        intent_dir = f"lake/_thadam-intents/{table.metadata.table_uuid}/"
+        intents["left"] = sum(1 for uri in bucket_objects(intent_dir) if uri.endswith(".json"))
         rival_ok = sum(r["ok"] for r in rival_results) if rivals else None
         out = {
             "mode": args.mode,
@@ -922,6 +991,8 @@ def main() -> None:
     f.add_argument("--seconds", type=int, required=True)
     f.add_argument("--rows", type=int, required=True)
     f.add_argument("--crc-lib", required=True)
+    f.add_argument("--first", type=int, default=0, help="the index of the first log's node")
+    f.add_argument("--nodes", type=int, default=0, help="N, the fleet's size (default: the logs)")
     f.add_argument("--state", help="the run's state dir (only names the process)")
     v = sub.add_parser("rival")
     v.add_argument("--table", required=True)

@@ -70,6 +70,9 @@ pub enum CommitterMsg {
     PaceElapsed,
     /// The pause after a failed append attempt is over: try again with what is ready now.
     RetryElapsed,
+    /// An attempt ended: the messages that arrived during it were taken in (this comes behind
+    /// them), and the committer goes on with what is ready now.
+    AttemptEnded,
     /// Time to read the quarantine file for the operator's retries and discards.
     QuarantinePoll,
     /// The backoff after a read that found the object missing is over: read it again.

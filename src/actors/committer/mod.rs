@@ -7,7 +7,8 @@
 //! decides what the committer does next: the landed or found segments leave the queue, a bad
 //! segment goes to `on_bad_segment`, and a failed attempt is retried by a message to itself
 //! after the pause the transaction asks for, so that footers and segments arriving meanwhile are
-//! taken in and join the next attempt.
+//! taken in and join the next attempt. Any other attempt is followed the same way, by
+//! `AttemptEnded`: one attempt per pass, never two without reading the mailbox in between.
 //!
 //! The table it holds, and what it knows from it (the committed set, vended credentials), is a
 //! `table::held::HeldTable`, lent to each attempt. A segment that a watermark may cover waits
@@ -93,6 +94,8 @@ struct Timers {
     retry: bool,
     /// `QuarantinePoll`.
     poll: bool,
+    /// `AttemptEnded`: the next pass waits for it.
+    attempt_ended: bool,
 }
 
 impl Actor for Committer {
@@ -169,6 +172,10 @@ impl Actor for Committer {
             }
             CommitterMsg::RetryElapsed => {
                 state.timers.retry = false;
+                Ok(())
+            }
+            CommitterMsg::AttemptEnded => {
+                state.timers.attempt_ended = false;
                 Ok(())
             }
             CommitterMsg::RereadFooter { seq } => {
@@ -278,49 +285,68 @@ impl CommitterState {
     }
 
     /// Requests footers (bounded), then commits whatever prefix is ready and cannot grow soon.
+    /// At most one attempt per pass: the next pass comes after the messages that arrived
+    /// during it (see [`Self::after_attempt`]).
     async fn drive(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         if !self.quarantined.is_empty() && !self.timers.poll {
             self.timers.poll = true;
             myself.send_after(ctx.tuning.quarantine_poll, || CommitterMsg::QuarantinePoll);
         }
-        loop {
-            self.table.renew_if_due(ctx.env()).await?;
-            self.decide_pending().await?;
-            self.request_footers(myself)?;
-            let batch = match self.ready_batch(myself) {
-                Ready::Commit(batch) => batch,
-                Ready::Publish(batch) => {
-                    // Waiting for this node's slot: the fleet may carry it sooner.
-                    self.commit
-                        .publish(ctx.env(), &mut self.table, &batch)
-                        .await;
-                    return Ok(());
-                }
-                Ready::Nothing => {
-                    if !self.idle_turn(myself) {
-                        return Ok(());
-                    }
-                    Vec::new()
-                }
-            };
-            let pending = &self.pending;
-            let local = |seq: u64, catalog: &str| pending.fingerprint_at(seq, catalog);
-            let input = AttemptInput {
-                batch: &batch,
-                waiting: pending.len(),
-                local: &local,
-            };
-            let attempted = self
-                .commit
-                .attempt(ctx.env(), &mut self.table, &self.merger, input)
-                .await?;
-            self.attempted(myself, attempted).await?;
-            if self.timers.retry {
-                // The next attempt is scheduled: messages that arrived meanwhile are taken in
-                // first, and their segments join it.
+        self.table.renew_if_due(ctx.env()).await?;
+        self.decide_pending().await?;
+        self.request_footers(myself)?;
+        if self.timers.attempt_ended {
+            // Segments and footers that arrived during the last attempt are still being taken
+            // in: the next batch waits for them (they are its segments).
+            return Ok(());
+        }
+        let batch = match self.ready_batch(myself) {
+            Ready::Commit(batch) => batch,
+            Ready::Publish(batch) => {
+                // Waiting for this node's slot: the fleet may carry it sooner.
+                self.commit
+                    .publish(ctx.env(), &mut self.table, &batch)
+                    .await;
                 return Ok(());
             }
+            Ready::Nothing => {
+                if !self.idle_turn(myself) {
+                    return Ok(());
+                }
+                Vec::new()
+            }
+        };
+        let pending = &self.pending;
+        let local = |seq: u64, catalog: &str| pending.fingerprint_at(seq, catalog);
+        let input = AttemptInput {
+            batch: &batch,
+            waiting: pending.len(),
+            local: &local,
+        };
+        let attempted = self
+            .commit
+            .attempt(ctx.env(), &mut self.table, &self.merger, input)
+            .await?;
+        self.attempted(myself, attempted).await?;
+        self.after_attempt(myself);
+        Ok(())
+    }
+
+    /// After an attempt, the committer reads its mailbox before the next one: segments and
+    /// footers that arrived during the attempt join the next batch. A retry's message does
+    /// that already; otherwise `AttemptEnded`, behind whatever came meanwhile. Going straight
+    /// on instead starved a fleet's sole committer: its carrying cycles, each longer than its
+    /// cadence at 128 nodes, ran back to back while the others published, and its own
+    /// segments sat in the mailbox until a cycle found nothing to carry (5.8 s).
+    fn after_attempt(&mut self, myself: &ActorRef<CommitterMsg>) {
+        if self.timers.retry || self.timers.attempt_ended {
+            return;
+        }
+        match myself.cast(CommitterMsg::AttemptEnded) {
+            Ok(()) => self.timers.attempt_ended = true,
+            // The committer is stopping: there is no next pass.
+            Err(e) => tracing::debug!(table = %self.name, "cannot schedule the next pass: {e}"),
         }
     }
 
