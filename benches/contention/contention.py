@@ -139,10 +139,9 @@ def ship(s3, appender: LogAppender, dataset: str, key_prefix: str, segment_id: s
 
 def warm_connections(s3, n: int) -> None:
     """Opens the feeder's n connections before the window: n threads at once, one request
-    each. Without it every node's first PUT opened its own connection (and took boto3's lazy
-    setup) at the window's start: first PUTs took 0.8-2.8 s, the feeder shipped ~80 of the
-    first 2.25 s's ~290 segments on time and the rest in a burst, and the fleet's first
-    seconds measured that burst (p99 1.8 s in the first 5 s against 0.4-0.6 s after)."""
+    each, so that the window does not pay for them. (At 128 nodes every node's first PUT took
+    0.8-2.8 s without it and still 1.5-2.8 s with it: the rest of that cost is not the
+    connection.)"""
     bucket = os.environ["THADAM_TEST_BUCKET"]
     start = threading.Barrier(n)
 
@@ -182,10 +181,11 @@ def handshake() -> float:
 
 # ---- the feeder ------------------------------------------------------------------------------
 
-# Nodes per feeder process. One process for 128 nodes (128 threads on one GIL: each segment's
-# Parquet and signed PUT cost ~7 ms of it, ~0.9 s a second) fell 2-3.6 s behind its schedule at
-# the window's start and shipped the late segments in a burst, which the first seconds' latency
-# measured; the tail of a 128-node run was the feeder's.
+# Nodes per feeder process. One process for 128 nodes (128 threads on one GIL, each segment's
+# Parquet and signed PUT taking 5-10 ms) fell 2-3.6 s behind its schedule at the window's start
+# and shipped the late segments in a burst, which the first seconds' latency measured. With a
+# process per 32 nodes the feeders keep their schedule at 32 and 64 nodes; at 128 they still
+# fell 0.5-3.1 s behind (the two cores are busy with everything else).
 FEEDER_NODES = 32
 
 def cmd_feed(args) -> dict:

@@ -31,7 +31,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::io::clients::S3Clients;
 use crate::io::credentials::{S3Access, S3Credentials, S3Keys};
-use crate::io::store::{S3Settings, S3Store};
+use crate::io::store::{S3Settings, S3Store, delete_in_bulk};
 use crate::secret::Secret;
 
 /// FileIO property keys (iceberg's names).
@@ -270,23 +270,6 @@ fn locate(path: &str) -> iceberg::Result<(&str, ObjectPath)> {
         return Err(invalid_path(path, "object_store would rewrite its key"));
     }
     Ok((bucket, object))
-}
-
-/// Deletes `objects` with the store's bulk delete; the first failure (other than an object
-/// that is not there) is the answer.
-async fn delete_in_bulk(
-    store: &Arc<dyn ObjectStore>,
-    objects: &[ObjectPath],
-) -> object_store::Result<()> {
-    let stream = futures::stream::iter(objects.iter().cloned().map(Ok)).boxed();
-    let mut results = store.delete_stream(stream);
-    while let Some(result) = results.next().await {
-        match result {
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// The bucket and key text of `path`, without checking the key.

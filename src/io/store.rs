@@ -98,6 +98,26 @@ impl S3Settings {
     }
 }
 
+/// Deletes `objects` with the store's bulk delete (S3 `DeleteObjects`, a thousand keys a
+/// request; object_store's default for other stores is one DELETE per key). The first failure,
+/// other than an object that is not there, is the answer: the caller decides whether to go one
+/// by one (some S3-compatible stores, and some remote signers, refuse the bulk call).
+pub(crate) async fn delete_in_bulk(
+    store: &Arc<dyn ObjectStore>,
+    objects: &[object_store::path::Path],
+) -> object_store::Result<()> {
+    use futures::StreamExt;
+    let stream = futures::stream::iter(objects.iter().cloned().map(Ok)).boxed();
+    let mut results = store.delete_stream(stream);
+    while let Some(result) = results.next().await {
+        match result {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// The bucket as an `ObjectStore` for footer reads. S3 refusals object_store has no variant for
 /// come back as a typed [`S3Refusal`] in the error chain (see [`classify_store_error`]).
 pub fn object_store(store: impl Into<S3Store>, bucket: &str) -> Result<Arc<dyn ObjectStore>> {

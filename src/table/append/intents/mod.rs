@@ -847,18 +847,7 @@ async fn delete_all(store: &Arc<dyn ObjectStore>, keys: &[ObjectPath], table: &s
     if keys.is_empty() {
         return;
     }
-    let stream = futures::stream::iter(keys.iter().cloned().map(Ok)).boxed();
-    let failed = store
-        .delete_stream(stream)
-        .filter(|r| {
-            futures::future::ready(!matches!(
-                r,
-                Ok(_) | Err(object_store::Error::NotFound { .. })
-            ))
-        })
-        .next()
-        .await;
-    if let Some(Err(e)) = failed {
+    if let Err(e) = crate::io::store::delete_in_bulk(store, keys).await {
         tracing::debug!(
             table,
             keys = keys.len(),
