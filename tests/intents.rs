@@ -222,6 +222,20 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
             dir.child("zz-foreign-manifest.json"),
             foreign_intent(&uuid, &h.config.url.uri(), "../other/metadata/x-m0.avro"),
         ),
+        // Intents that hold their data files: one outside the fleet's url, one whose file is
+        // not a data file of the table.
+        (
+            dir.child("zz-foreign-file.json"),
+            inline_intent(&uuid, &h.config.url.uri(), "s3://elsewhere/x/1.parquet"),
+        ),
+        (
+            dir.child("zz-broken-file.json"),
+            inline_intent(
+                &uuid,
+                &h.config.url.uri(),
+                &format!("{}/x/1.parquet", h.config.url.uri()),
+            ),
+        ),
     ];
     for (key, body) in &junk {
         h.store
@@ -393,6 +407,27 @@ fn foreign_intent(uuid: &str, url: &str, manifest: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// An intent that holds its data file (`thadam-intent/2`), for this table and `url`, whose one
+/// file lies at `path` and is no data file (it has no size, no rows, no format).
+fn inline_intent(uuid: &str, url: &str, path: &str) -> Vec<u8> {
+    serde_json::json!({
+        "format": "thadam-intent/2",
+        "table_uuid": uuid,
+        "url": url,
+        "lane": "0123456789ab",
+        "writer": "thadam-iceberg/x/y",
+        "created_ms": 0,
+        "manifest": {
+            "path": "", "length": 0, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
+        },
+        "files": [{ "file_path": path, "content": 0 }],
+        "segment_ids": "AAAAAAAAAAAAAAAA",
+        "max_seq": 1
+    })
+    .to_string()
+    .into_bytes()
+}
+
 /// Holds every append of its node after the first until released: a node whose catalog link
 /// is down while S3 still works.
 struct Cutoff {
@@ -550,6 +585,46 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     );
     assert!(intents_left(&lone, &lone_uuid).await.is_empty());
     assert_table_holds(&lone, std::slice::from_ref(&node)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_upgraded_node_by_node_carries_intents_of_both_forms() {
+    let (h, table, mut nodes) = fleet(Harness::new("intents-forms"), "f", 4);
+    // f0 and f1 publish as the releases before did: a manifest in the table's metadata and an
+    // intent naming it. f2 and f3 put the data files in the intent.
+    let older = || Tuning {
+        hooks: Hooks {
+            intents_name_manifests: true,
+            ..Hooks::default()
+        },
+        ..Tuning::default()
+    };
+    let tunings = vec![older(), older(), Tuning::default(), Tuning::default()];
+    let handles = warm_up(&h, &mut nodes, tunings).await;
+    let uuid = table_uuid(&h).await;
+    flow(&h, &mut nodes, 20, Duration::from_millis(300)).await;
+    settle(&nodes, handles).await;
+    assert_done(&h, &nodes, &uuid).await;
+    let published = |form: &str| {
+        counter(
+            "thadam_iceberg_intents_published_total",
+            &[("table", &table), ("form", form)],
+        )
+    };
+    let (files, manifests) = (published("files"), published("manifest"));
+    println!("intents published holding their files {files}, naming a manifest {manifests}");
+    assert!(files > 0 && manifests > 0, "both forms are published");
+    assert!(
+        counter(
+            "thadam_iceberg_intents_carried_total",
+            &[("table", &table), ("whose", "other")]
+        ) > 0,
+        "the nodes carry each other"
+    );
+    // The older nodes' manifests are rewritten into the carriers' own and deleted, or named by
+    // a snapshot: none is left behind.
+    let t = h.table(DATASET).await.expect("table");
+    assert_eq!(orphan_manifests(&h, &t).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

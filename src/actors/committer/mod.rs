@@ -132,7 +132,7 @@ impl Actor for Committer {
                 name.clone(),
                 args.ctx.config.commit.min_interval,
                 args.ctx.config.commit.intents,
-                args.ctx.tuning.hooks.node_clock.clone(),
+                &args.ctx.tuning.hooks,
             ),
             args,
             name,

@@ -42,6 +42,9 @@ pub struct Hooks {
     /// timestamps of the snapshots it writes. Tests set it a few slots off to play a node
     /// whose clock is wrong; it is kept apart from `clock`, which leaps hours ahead.
     pub node_clock: Option<Clock>,
+    /// Publishes intents as the releases before did: a manifest in the table's metadata and an
+    /// intent naming it (`thadam-intent/1`), to play an older node in a fleet being upgraded.
+    pub intents_name_manifests: bool,
 }
 
 impl fmt::Debug for Hooks {
@@ -50,6 +53,7 @@ impl fmt::Debug for Hooks {
             .field("before_append", &self.before_append.is_some())
             .field("clock", &self.clock.is_some())
             .field("node_clock", &self.node_clock.is_some())
+            .field("intents_name_manifests", &self.intents_name_manifests)
             .finish()
     }
 }

@@ -532,6 +532,23 @@ fn manifest_writer(
     })
 }
 
+/// The data files of `batch` as the table's default spec takes them (one per segment), for a
+/// manifest whose entries inherit the snapshot that commits them, or for an intent that holds
+/// them itself (`intents`).
+pub(crate) fn inherited_files(
+    table: &Table,
+    bucket: &str,
+    batch: &[ReadySegment],
+) -> iceberg::Result<Vec<DataFile>> {
+    let files = batch
+        .iter()
+        .map(|r| data_file(table, bucket, r))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| IcebergError::new(ErrorKind::DataInvalid, e.to_string()))?;
+    validate_files(table.metadata(), &files)?;
+    Ok(files)
+}
+
 /// Writes the manifest of an intent (see `super::intents`): the data files of `batch` as ADDED
 /// entries without a snapshot id or sequence numbers, so that they inherit those of whichever
 /// snapshot commits the manifest (format v2 and later), in the table's metadata directory.
@@ -540,13 +557,8 @@ pub(crate) async fn write_inherited_manifest(
     bucket: &str,
     batch: &[ReadySegment],
 ) -> iceberg::Result<ManifestFile> {
-    let files = batch
-        .iter()
-        .map(|r| data_file(table, bucket, r))
-        .collect::<Result<Vec<_>>>()
-        .map_err(|e| IcebergError::new(ErrorKind::DataInvalid, e.to_string()))?;
+    let files = inherited_files(table, bucket, batch)?;
     let metadata = table.metadata();
-    validate_files(metadata, &files)?;
     let path = format!(
         "{}/{}-m0.avro",
         metadata_root(metadata),

@@ -43,7 +43,7 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
 
 use super::attempts::AppendAttempts;
-use super::hooks::Clock;
+use super::hooks::Hooks;
 use super::intents::{Carried, Intents, MarkRaise};
 use super::pacing::Pacer;
 use super::producer::{AppendCommit, prepare_append};
@@ -205,16 +205,22 @@ pub(crate) struct BatchCommit {
 impl BatchCommit {
     /// `min_interval`: `commit.min_interval`, the least gap between two batches' starts;
     /// `intents`: `commit.intents` (see `intents`).
-    /// `clock`: the node's wall clock when a test sets one (`Hooks::node_clock`).
+    /// `hooks`: the node's wall clock when a test sets one (`Hooks::node_clock`), and whether
+    /// its intents name manifests (`Hooks::intents_name_manifests`).
     pub(crate) fn new(
         name: TableName,
         min_interval: Duration,
         intents: bool,
-        clock: Option<Clock>,
+        hooks: &Hooks,
     ) -> Self {
         BatchCommit {
-            pacer: Pacer::new(name.to_string(), min_interval, intents, clock),
-            intents: Intents::new(name.to_string(), intents),
+            pacer: Pacer::new(
+                name.to_string(),
+                min_interval,
+                intents,
+                hooks.node_clock.clone(),
+            ),
+            intents: Intents::new(name.to_string(), intents, !hooks.intents_name_manifests),
             name,
             retry: None,
             resend: None,

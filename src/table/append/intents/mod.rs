@@ -1,16 +1,19 @@
 //! Fleet intents: in a fleet that takes turns on one table (see `pacing`), a node waiting for its
-//! turn does not hold its segments back for a whole cycle. It **publishes** them: it writes their
-//! manifest in the table's metadata (entries without a snapshot id or sequence numbers, so they
-//! inherit the snapshot that commits them, as Java's `appendManifest` does) and a small intent
-//! beside the fleet's segments, under `<url>/_thadam-intents/<table uuid>/`, naming the manifest,
-//! the segments' ids and the watermark its own commit would have raised. Whoever commits next
-//! (the next of the fleet's committers, `pacing::Turn`) **lists** the intents and carries them in
-//! its snapshot, with its own segments: every id in `thadam.segment-ids`, each log's watermark
-//! raised as far as the intents' chain allows ([`select`]), and the carried manifests' files in
-//! its own new manifest (read ahead of its load, [`Intents::prefetch`]; the carrier deletes the
-//! publishers' manifests once its commit landed), or, where they were not read, the manifests
-//! themselves in its manifest list. So a segment waits about one slot, not one cycle of N
-//! slots, and the table still takes one commit, and one new manifest, per slot whatever N is.
+//! turn does not hold its segments back for a whole cycle. It **publishes** them: one intent
+//! beside the fleet's segments, under `<url>/_thadam-intents/<table uuid>/`, holding their data
+//! files, the segments' ids and the watermark its own commit would have raised (see [`record`];
+//! a batch whose data files are too large for an intent, and the releases before, write the
+//! files in a manifest in the table's metadata, entries without a snapshot id or sequence
+//! numbers so that they inherit the snapshot that commits them, as Java's `appendManifest` does,
+//! and the intent names it). Whoever commits next (the fleet's committer, `pacing::Turn`)
+//! **lists** the intents and carries them in its snapshot, with its own segments: every id in
+//! `thadam.segment-ids`, each log's watermark raised as far as the intents' chain allows
+//! ([`select`]), and the carried files in its own new manifest (a named manifest is read ahead
+//! of the load, [`Intents::prefetch`], and deleted by the carrier once its commit landed; one
+//! not read goes in the manifest list as it is). So a segment waits about one slot, not one
+//! cycle of N slots, and the table still takes one commit, and one new manifest, per slot
+//! whatever N is. An intent holding its files costs one PUT to publish and one GET to carry;
+//! one naming a manifest two of each, and the manifest's delete.
 //!
 //! Exactly once stays anchored where it was: a segment is registered when a snapshot summary
 //! lists its id or a trusted watermark covers it, and a commit carries only intents none of
@@ -53,7 +56,7 @@ use iceberg::table::Table;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use record::{Expect, FORMAT, Intent, Skip};
+use record::{Expect, FORMAT, FORMAT_INLINE, INLINE_MAX, Intent, Skip, Undecoded, decode_files};
 pub(crate) use record::{IntentRecord, ManifestRef, MarkRaise};
 use select::{Candidate, Context, Selection, mark_seq, select};
 
@@ -69,8 +72,12 @@ pub(crate) const DIR: &str = "_thadam-intents";
 pub(crate) const GRACE_MS: i64 = 120_000;
 /// The most intents one listing reads (a page of S3's LIST).
 pub(crate) const LIST_LIMIT: usize = 1_000;
-/// The most intents of other nodes remembered (read once, they never change).
+/// The most intents of other nodes remembered (read once, they never change), and the most bytes
+/// of their bodies: an intent holds its data files (up to [`INLINE_MAX`]), and a backlog's
+/// listing may name a thousand. Past either, intents are read again at each listing until the
+/// commits have taken enough of them.
 const SEEN_LIMIT: usize = 4_096;
+const SEEN_BYTES: u64 = 16 << 20;
 /// How many intents are read at once.
 const READ_CONCURRENCY: usize = 8;
 /// How long a prefetched listing stands for the attempt's own. Long: the listing and reads
@@ -101,10 +108,10 @@ struct Published {
     seqs: Vec<u64>,
 }
 
-/// What another node's intent was found to be.
+/// What another node's intent was found to be (and the size of its body).
 #[derive(Debug, Clone)]
 enum Seen {
-    Read(Arc<Intent>),
+    Read(Arc<Intent>, u64),
     Skipped,
 }
 
@@ -180,8 +187,13 @@ pub(crate) struct Intents {
     table: String,
     own: Vec<Published>,
     seen: HashMap<String, Seen>,
+    /// The bytes of the intents in `seen`.
+    seen_bytes: u64,
     /// `commit.intents`.
     on: bool,
+    /// Publishes the data files in the intent (`thadam-intent/2`); off only where a test plays
+    /// a node of the releases before, which wrote a manifest and an intent naming it.
+    inline: bool,
     /// The store refused an intent (read-only keys): this node no longer publishes.
     refused: bool,
     /// Whether this committer has listed the intents once: its first commit does, lone or not,
@@ -194,13 +206,16 @@ pub(crate) struct Intents {
 }
 
 impl Intents {
-    /// `on`: `commit.intents`; off, this node neither publishes nor carries.
-    pub(crate) fn new(table: String, on: bool) -> Self {
+    /// `on`: `commit.intents`; off, this node neither publishes nor carries. `inline`: see
+    /// the field.
+    pub(crate) fn new(table: String, on: bool, inline: bool) -> Self {
         Intents {
             table,
             own: Vec::new(),
             seen: HashMap::new(),
+            seen_bytes: 0,
             on,
+            inline,
             refused: false,
             listed: false,
             prefetched: None,
@@ -272,32 +287,63 @@ impl Intents {
         if batch.is_empty() || metadata.format_version() == FormatVersion::V1 {
             return;
         }
-        let manifest = match super::producer::write_inherited_manifest(table, &url.bucket, batch)
-            .await
-        {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::debug!(table = %self.table, "could not write an intent's manifest ({e}); the segments wait for this node's slot");
-                return;
+        let bytes: u64 = batch.iter().map(|r| r.segment.file_size).sum();
+        // The data files go in the intent itself (one PUT to publish, one GET to carry), unless
+        // they are too large for one: then a manifest in the table's metadata holds them.
+        let inline = if self.inline {
+            inline_files(table, &url.bucket, batch)
+        } else {
+            None
+        };
+        let (format, manifest, files, decoded) = match inline {
+            Some((files, json)) => (
+                FORMAT_INLINE,
+                ManifestRef {
+                    path: String::new(),
+                    length: 0,
+                    spec_id: metadata.default_partition_spec_id(),
+                    schema_id: metadata.current_schema_id(),
+                    files: files.len() as u32,
+                    rows: files.iter().map(|f| f.record_count()).sum(),
+                    bytes,
+                    partitions: None,
+                },
+                json,
+                Some(Arc::new(files)),
+            ),
+            None => {
+                match super::producer::write_inherited_manifest(table, &url.bucket, batch).await {
+                    Ok(m) => (
+                        FORMAT,
+                        ManifestRef {
+                            path: m.manifest_path.clone(),
+                            length: m.manifest_length,
+                            spec_id: m.partition_spec_id,
+                            schema_id: metadata.current_schema_id(),
+                            files: m.added_files_count.unwrap_or(0),
+                            rows: m.added_rows_count.unwrap_or(0),
+                            bytes,
+                            partitions: m.partitions.clone(),
+                        },
+                        Vec::new(),
+                        None,
+                    ),
+                    Err(e) => {
+                        tracing::debug!(table = %self.table, "could not write an intent's manifest ({e}); the segments wait for this node's slot");
+                        return;
+                    }
+                }
             }
         };
         let record = IntentRecord {
-            format: FORMAT.to_string(),
+            format: format.to_string(),
             table_uuid: metadata.uuid().to_string(),
             url: url.uri(),
             lane: lane.to_string(),
             writer: writer.to_string(),
             created_ms: now_ms,
-            manifest: ManifestRef {
-                path: manifest.manifest_path.clone(),
-                length: manifest.manifest_length,
-                spec_id: manifest.partition_spec_id,
-                schema_id: metadata.current_schema_id(),
-                files: manifest.added_files_count.unwrap_or(0),
-                rows: manifest.added_rows_count.unwrap_or(0),
-                bytes: batch.iter().map(|r| r.segment.file_size).sum(),
-                partitions: manifest.partitions.clone(),
-            },
+            manifest,
+            files,
             segment_ids: encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
             max_seq: batch.iter().map(|r| r.segment.seq).max().unwrap_or(0),
             watermark: mark,
@@ -314,12 +360,21 @@ impl Intents {
         let key = intent_dir(url, &record.table_uuid).child(name);
         match store.put(&key, record.to_bytes().into()).await {
             Ok(_) => {
-                metrics::counter!("thadam_iceberg_intents_published_total", "table" => self.table.clone())
+                let form = if record.is_inline() {
+                    "files"
+                } else {
+                    "manifest"
+                };
+                metrics::counter!("thadam_iceberg_intents_published_total", "table" => self.table.clone(), "form" => form)
                     .increment(1);
                 tracing::debug!(table = %self.table, key = %key, segments = batch.len(), "published an intent");
                 self.own.push(Published {
                     key,
-                    intent: Arc::new(Intent { record, ids }),
+                    intent: Arc::new(Intent {
+                        record,
+                        ids,
+                        files: decoded,
+                    }),
                     seqs: batch.iter().map(|r| r.segment.seq).collect(),
                 });
             }
@@ -334,8 +389,11 @@ impl Intents {
                 } else {
                     tracing::debug!(table = %self.table, "could not publish an intent ({e}); the segments wait for this node's slot");
                 }
-                // Nothing names the manifest: it is no one's.
-                if let Err(e) = table.file_io().delete(&manifest.manifest_path).await {
+                // Nothing names the manifest (if there is one): it is no one's.
+                let path = &record.manifest.path;
+                if !path.is_empty()
+                    && let Err(e) = table.file_io().delete(path).await
+                {
                     tracing::debug!(table = %self.table, "could not delete an unpublished intent's manifest: {e}");
                 }
             }
@@ -384,7 +442,7 @@ impl Intents {
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
     ) {
         let scope = Scope::of(url, table.metadata());
-        let listed = self.list(store, &scope).await;
+        let listed = self.list(store, &scope, table.metadata()).await;
         // What is read is what `select` will carry: in its order, and none that the table
         // held already has a segment of (those are done or stale, never carried). Read in the
         // listing's order, a backlog's reads went to intents carried already and waiting for
@@ -435,7 +493,7 @@ impl Intents {
             {
                 (listed, loaded)
             }
-            _ => (self.list(store, &scope).await, Loaded::new()),
+            _ => (self.list(store, &scope, metadata).await, Loaded::new()),
         };
         let default_spec = metadata.default_partition_spec_id();
 
@@ -464,11 +522,15 @@ impl Intents {
             .collect();
         let properties = metadata.properties();
         let mark = |p: &str| properties.get(p).and_then(|v| mark_seq(v));
+        // An intent that holds its files goes into the commit's own manifest, which is written
+        // with the default spec; one naming a manifest may go as it is, with any spec the table has.
         let fits = |i: &Intent| {
             metadata.schema_by_id(i.record.manifest.schema_id).is_some()
                 && metadata
                     .partition_spec_by_id(i.record.manifest.spec_id)
                     .is_some()
+                && (!i.record.is_inline()
+                    || (i.files.is_some() && i.record.manifest.spec_id == default_spec))
         };
         let views: Vec<Candidate<'_>> = candidates
             .iter()
@@ -494,8 +556,10 @@ impl Intents {
             let (key, intent, own) = &candidates[i];
             // Rewritten into the commit's own manifest where its files were read ahead and fit
             // the spec that manifest is written with; else listed as it is.
-            match loaded.get(key.as_ref()) {
-                Some(files) if intent.record.manifest.spec_id == default_spec => {
+            match (&intent.files, loaded.get(key.as_ref())) {
+                // Its files are in the intent: there is no manifest to delete.
+                (Some(files), _) => carried.files.extend(files.iter().cloned()),
+                (None, Some(files)) if intent.record.manifest.spec_id == default_spec => {
                     carried.files.extend(files.iter().cloned());
                     carried.rewritten.push(intent.record.manifest.path.clone());
                 }
@@ -588,6 +652,8 @@ impl Intents {
                     .iter()
                     .map(|p| p.intent.record.manifest.path.clone()),
             )
+            // An intent that holds its files has no manifest.
+            .filter(|path| !path.is_empty())
             .collect();
         if !manifests.is_empty()
             && let Err(e) = table
@@ -601,7 +667,12 @@ impl Intents {
 
     /// The intents under `dir` (one page), read once each; those that fail their checks are
     /// skipped with a warning and a metric, once per intent.
-    async fn list(&mut self, store: &Arc<dyn ObjectStore>, scope: &Scope) -> Listed {
+    async fn list(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        scope: &Scope,
+        metadata: &iceberg::spec::TableMetadata,
+    ) -> Listed {
         let expect = scope.expect();
         let metas: Vec<object_store::ObjectMeta> = match store
             .list(Some(&scope.dir))
@@ -627,7 +698,15 @@ impl Intents {
         };
         let listed: HashSet<String> = metas.iter().map(|m| m.location.to_string()).collect();
         // What is no longer listed is gone for good (intents are never written twice).
-        self.seen.retain(|k, _| listed.contains(k));
+        let mut forgotten = 0;
+        self.seen.retain(|k, seen| {
+            let kept = listed.contains(k);
+            if let (false, Seen::Read(_, size)) = (kept, &*seen) {
+                forgotten += size;
+            }
+            kept
+        });
+        self.seen_bytes = self.seen_bytes.saturating_sub(forgotten);
         // Read now but not remembered (the memory is full).
         let mut fresh_read: HashMap<String, Arc<Intent>> = HashMap::new();
         // Intents not read yet, fetched a few at a time (each is read once, then remembered).
@@ -640,7 +719,7 @@ impl Intents {
         let fetched: Vec<(object_store::ObjectMeta, Option<Result<Intent, Skip>>)> =
             futures::stream::iter(fresh)
                 .map(|meta| async move {
-                    let parsed = read_one(store, &meta, expect, table).await;
+                    let parsed = read_one(store, &meta, expect, metadata, table).await;
                     (meta, parsed)
                 })
                 .buffered(READ_CONCURRENCY)
@@ -650,7 +729,7 @@ impl Intents {
             let seen = match parsed {
                 // Unreadable now (consumed meanwhile, or a transient failure): not remembered.
                 None => continue,
-                Some(Ok(intent)) => Seen::Read(Arc::new(intent)),
+                Some(Ok(intent)) => Seen::Read(Arc::new(intent), meta.size),
                 Some(Err(skip)) => {
                     metrics::counter!("thadam_iceberg_intents_skipped_total", "table" => self.table.clone(), "reason" => skip.label())
                         .increment(1);
@@ -658,10 +737,15 @@ impl Intents {
                     Seen::Skipped
                 }
             };
-            if self.seen.len() < SEEN_LIMIT {
+            let size = match &seen {
+                Seen::Read(_, size) => *size,
+                Seen::Skipped => 0,
+            };
+            if self.seen.len() < SEEN_LIMIT && self.seen_bytes + size <= SEEN_BYTES {
+                self.seen_bytes += size;
                 self.seen.insert(meta.location.to_string(), seen.clone());
             }
-            if let Seen::Read(intent) = seen {
+            if let Seen::Read(intent, _) = seen {
                 fresh_read.insert(meta.location.to_string(), intent);
             }
         }
@@ -670,7 +754,7 @@ impl Intents {
         for meta in metas {
             let name = meta.location.to_string();
             let intent = match self.seen.get(&name) {
-                Some(Seen::Read(intent)) => Arc::clone(intent),
+                Some(Seen::Read(intent, _)) => Arc::clone(intent),
                 Some(Seen::Skipped) => continue,
                 None => match fresh_read.remove(&name) {
                     Some(intent) => intent,
@@ -719,6 +803,8 @@ async fn load_files(
             room = room.saturating_sub(files);
             fits
         })
+        // An intent that holds its files has nothing more to read.
+        .filter(|(_, intent)| !intent.record.is_inline())
         .map(|(key, intent)| (key.to_string(), Arc::clone(intent)))
         .collect();
     let io = table.file_io().clone();
@@ -775,12 +861,42 @@ async fn load_files(
         .await
 }
 
+/// The data files of `batch` and their JSON for an intent that holds them
+/// (`thadam-intent/2`), or `None` where the JSON would be larger than [`INLINE_MAX`] (or the
+/// files cannot be made: the manifest's write then says why).
+fn inline_files(
+    table: &Table,
+    bucket: &str,
+    batch: &[ReadySegment],
+) -> Option<(Vec<DataFile>, Vec<serde_json::Value>)> {
+    let metadata = table.metadata();
+    let files = super::producer::inherited_files(table, bucket, batch).ok()?;
+    let partition_type = metadata.default_partition_type();
+    let mut json = Vec::with_capacity(files.len());
+    let mut size = 0;
+    for file in &files {
+        let text = iceberg::spec::serialize_data_file_to_json(
+            file.clone(),
+            partition_type,
+            metadata.format_version(),
+        )
+        .ok()?;
+        size += text.len();
+        if size > INLINE_MAX {
+            return None;
+        }
+        json.push(serde_json::from_str(&text).ok()?);
+    }
+    Some((files, json))
+}
+
 /// Reads and checks one listed intent: `None` when it cannot be read now (consumed meanwhile by
 /// another carrier, or a transient failure: it is listed again next time).
 async fn read_one(
     store: &Arc<dyn ObjectStore>,
     meta: &object_store::ObjectMeta,
     expect: Expect<'_>,
+    metadata: &iceberg::spec::TableMetadata,
     table: &str,
 ) -> Option<Result<Intent, Skip>> {
     if meta.size > record::MAX_BYTES {
@@ -791,7 +907,19 @@ async fn read_one(
         Err(e) => Err(e),
     };
     match bytes {
-        Ok(bytes) => Some(record::parse(&bytes, expect)),
+        Ok(bytes) => match record::parse(&bytes, expect) {
+            Ok(intent) if intent.record.is_inline() => match decode_files(&intent.record, metadata)
+            {
+                Ok(files) => Some(Ok(Intent {
+                    files: Some(Arc::new(files)),
+                    ..intent
+                })),
+                // Written on a newer table than the one held: read again at a later listing.
+                Err(Undecoded::NotYet) => None,
+                Err(Undecoded::Malformed) => Some(Err(Skip::Malformed)),
+            },
+            other => Some(other),
+        },
         Err(object_store::Error::NotFound { .. }) => None,
         Err(e) => {
             tracing::debug!(table, key = %meta.location, "could not read an intent: {e}");

@@ -1,16 +1,37 @@
 //! An intent as it lies in the store: a small JSON document beside the fleet's segments that
-//! names one published manifest and what committing it means (its segments' ids, the watermark
-//! it raises). Parsing is pure and refuses whatever could make a carrier commit something the
-//! fleet did not write: another table, another `url`, a manifest outside the table's metadata,
-//! ids that do not add up, an oversized body. A refused intent is skipped, never committed.
+//! holds one published batch's data files (or, as the releases before wrote it, names a manifest
+//! holding them) and what committing it means (its segments' ids, the watermark it raises).
+//! Parsing is pure and refuses whatever could make a carrier commit something the fleet did not
+//! write: another table, another `url`, a data file outside the `url`, a manifest outside the
+//! table's metadata, ids that do not add up, an oversized body. A refused intent is skipped,
+//! never committed.
+//!
+//! Two formats: `thadam-intent/2` holds the data files themselves (iceberg's JSON of a data
+//! file, as the REST catalog's scan planning carries it), so publishing is one PUT and carrying
+//! one GET; `thadam-intent/1` names a manifest written in the table's metadata (two of each, and
+//! the manifest's delete). A node writes /2 unless the files' JSON would be larger than
+//! [`INLINE_MAX`] (a batch of hundreds of segments, very wide tables), and reads both: a fleet
+//! upgraded node by node carries the intents its older nodes publish. An older node skips a /2
+//! intent as malformed (it is never committed wrongly), and its publisher commits it itself after
+//! its fallback.
 
-use iceberg::spec::FieldSummary;
+use std::sync::Arc;
+
+use iceberg::spec::{DataContentType, DataFile, FieldSummary, TableMetadata};
 use serde::{Deserialize, Serialize};
 
 use crate::table::committed::{SegmentId, WATERMARK_PREFIX, decode_ids, decode_mark};
 
-/// The format this version writes and reads; an intent of another format is skipped.
+/// The format that names a manifest (the releases before wrote only this one); an intent of a
+/// format other than it and [`FORMAT_INLINE`] is skipped.
 pub(crate) const FORMAT: &str = "thadam-intent/1";
+/// The format that holds the data files themselves.
+pub(crate) const FORMAT_INLINE: &str = "thadam-intent/2";
+
+/// The largest body of data files a node puts in an intent; a larger batch is published as a
+/// manifest and an intent naming it. Small enough that the intents a carrier remembers stay
+/// small (see `SEEN_BYTES`): a steady fleet's intents hold one or two segments, ~1-5 KB each.
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
 
 /// The largest intent read: 16 bytes per segment id, a few hundred for the rest, so a megabyte
 /// holds a batch far larger than `commit.max_segments` allows.
@@ -31,7 +52,13 @@ pub(crate) struct IntentRecord {
     /// When it was published (ms since the epoch, the publisher's clock): its age in metrics,
     /// and when anyone may delete it once it is moot.
     pub created_ms: i64,
+    /// The manifest (`thadam-intent/1`), or what its list entry would say of the data files
+    /// held below (`thadam-intent/2`: an empty path, a length of 0).
     pub manifest: ManifestRef,
+    /// The data files (`thadam-intent/2`), each as iceberg's JSON of a data file, in segment
+    /// order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<serde_json::Value>,
     /// The segments' ids, concatenated as in `thadam.segment-ids`.
     pub segment_ids: String,
     /// The highest catalog seq among its segments.
@@ -73,9 +100,10 @@ pub(crate) struct MarkRaise {
 pub(crate) enum Skip {
     /// Larger than [`MAX_BYTES`].
     TooLarge,
-    /// Not JSON of this format, or its parts do not add up.
+    /// Not JSON of these formats, or its parts do not add up.
     Malformed,
-    /// For another table, another `url`, or a manifest outside the table's metadata.
+    /// For another table, another `url`, data files outside the `url`, or a manifest outside
+    /// the table's metadata.
     Foreign,
 }
 
@@ -99,18 +127,82 @@ pub(crate) struct Expect<'a> {
     pub metadata_root: &'a str,
 }
 
-/// A checked intent and its decoded ids.
+/// A checked intent and its decoded ids; the data files of a `thadam-intent/2` intent once
+/// decoded against the table ([`decode_files`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Intent {
     pub record: IntentRecord,
     pub ids: Vec<SegmentId>,
+    pub files: Option<Arc<Vec<DataFile>>>,
 }
 
 impl IntentRecord {
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        // A struct of strings and numbers always encodes.
+        // A struct of strings, numbers and JSON values always encodes.
         serde_json::to_vec(self).unwrap_or_default()
     }
+
+    /// Whether it holds its data files (`thadam-intent/2`) rather than naming a manifest.
+    pub(crate) fn is_inline(&self) -> bool {
+        self.format == FORMAT_INLINE
+    }
+}
+
+/// Why the data files of an intent could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Undecoded {
+    /// The table as held lacks the schema or the spec they were written with: a newer table
+    /// than this node's view (decoded again at a later listing).
+    NotYet,
+    /// They are not data files of that schema and spec: the intent is skipped.
+    Malformed,
+}
+
+/// Decodes the data files of a `thadam-intent/2` intent against the table's schema and spec it
+/// names; checks they are data files and add up to its rows.
+pub(crate) fn decode_files(
+    record: &IntentRecord,
+    metadata: &TableMetadata,
+) -> Result<Vec<DataFile>, Undecoded> {
+    let m = &record.manifest;
+    let (Some(schema), Some(spec)) = (
+        metadata.schema_by_id(m.schema_id),
+        metadata.partition_spec_by_id(m.spec_id),
+    ) else {
+        return Err(Undecoded::NotYet);
+    };
+    let partition_type = spec
+        .partition_type(schema)
+        .map_err(|_| Undecoded::Malformed)?;
+    let files = record
+        .files
+        .iter()
+        .map(|json| {
+            iceberg::spec::deserialize_data_file_from_json(
+                &json.to_string(),
+                m.spec_id,
+                &partition_type,
+                schema,
+            )
+        })
+        .collect::<iceberg::Result<Vec<DataFile>>>()
+        .map_err(|_| Undecoded::Malformed)?;
+    let rows: u64 = files.iter().map(|f| f.record_count()).sum();
+    if rows != m.rows
+        || files
+            .iter()
+            .any(|f| f.content_type() != DataContentType::Data)
+    {
+        return Err(Undecoded::Malformed);
+    }
+    Ok(files)
+}
+
+/// Whether `path` lies under `url` (`s3://bucket/prefix`), with no `..` on the way.
+fn under(path: &str, url: &str) -> bool {
+    path.strip_prefix(url)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|rest| !rest.is_empty() && !rest.split('/').any(|p| p == ".." || p == "."))
 }
 
 /// Parses and checks the body of an intent (see the module docs).
@@ -119,32 +211,52 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
         return Err(Skip::TooLarge);
     }
     let record: IntentRecord = serde_json::from_slice(bytes).map_err(|_| Skip::Malformed)?;
-    if record.format != FORMAT {
+    if record.format != FORMAT && record.format != FORMAT_INLINE {
         return Err(Skip::Malformed);
     }
     if record.table_uuid != expect.table_uuid || record.url != expect.url {
-        return Err(Skip::Foreign);
-    }
-    let path = &record.manifest.path;
-    let inside = path
-        .strip_prefix(expect.metadata_root)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(|name| {
-            !name.is_empty()
-                && !name.contains('/')
-                && !name.contains("..")
-                && name.ends_with(".avro")
-        });
-    if !inside {
         return Err(Skip::Foreign);
     }
     let ids = decode_ids(&record.segment_ids);
     if ids.is_empty()
         || ids.len() * 16 != record.segment_ids.len()
         || ids.len() != record.manifest.files as usize
-        || record.manifest.length <= 0
     {
         return Err(Skip::Malformed);
+    }
+    if record.is_inline() {
+        // The data files themselves: one per segment, each under the fleet's `url`.
+        if record.files.len() != ids.len()
+            || !record.manifest.path.is_empty()
+            || record.manifest.length != 0
+        {
+            return Err(Skip::Malformed);
+        }
+        for file in &record.files {
+            let Some(path) = file.get("file_path").and_then(serde_json::Value::as_str) else {
+                return Err(Skip::Malformed);
+            };
+            if !under(path, &record.url) {
+                return Err(Skip::Foreign);
+            }
+        }
+    } else {
+        let path = &record.manifest.path;
+        let inside = path
+            .strip_prefix(expect.metadata_root)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| {
+                !name.is_empty()
+                    && !name.contains('/')
+                    && !name.contains("..")
+                    && name.ends_with(".avro")
+            });
+        if !inside {
+            return Err(Skip::Foreign);
+        }
+        if record.manifest.length <= 0 || !record.files.is_empty() {
+            return Err(Skip::Malformed);
+        }
     }
     if let Some(mark) = &record.watermark {
         let seq = decode_mark(&mark.value).map(|(seq, _)| seq);
@@ -155,7 +267,11 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
             return Err(Skip::Malformed);
         }
     }
-    Ok(Intent { record, ids })
+    Ok(Intent {
+        record,
+        ids,
+        files: None,
+    })
 }
 
 #[cfg(test)]
@@ -199,6 +315,7 @@ pub(crate) mod tests {
                 bytes: 1_000 * keys.len() as u64,
                 partitions: None,
             },
+            files: Vec::new(),
             segment_ids: encode_ids(keys.iter().copied()),
             max_seq,
             watermark: Some(MarkRaise {
@@ -265,5 +382,141 @@ pub(crate) mod tests {
         let mut r = good;
         r.watermark.as_mut().expect("set").after = Some(7);
         assert_eq!(check(&r), Some(Skip::Malformed));
+    }
+
+    /// `record` as a `thadam-intent/2` intent whose data files lie at `paths`.
+    fn inline(keys: &[&str], paths: &[&str]) -> IntentRecord {
+        let mut r = record("a", keys, 7, None);
+        r.format = FORMAT_INLINE.to_string();
+        r.manifest.path.clear();
+        r.manifest.length = 0;
+        r.files = paths
+            .iter()
+            .map(|p| serde_json::json!({ "file_path": p, "content": 0 }))
+            .collect();
+        r
+    }
+
+    #[test]
+    fn an_intent_holding_its_files_names_only_files_under_the_url() {
+        let check = |r: &IntentRecord| parse(&r.to_bytes(), expect()).err();
+        let good = inline(
+            &["k1", "k2"],
+            &["s3://lake/fleet/d/1.parquet", "s3://lake/fleet/2.parquet"],
+        );
+        assert_eq!(check(&good), None);
+        assert!(
+            parse(&good.to_bytes(), expect())
+                .expect("parses")
+                .record
+                .is_inline()
+        );
+        for path in [
+            "s3://lake/elsewhere/1.parquet",
+            "s3://lake/fleetX/1.parquet",
+            "s3://lake/fleet/../other/1.parquet",
+            "s3://lake/fleet/",
+            "s3://lake/fleet",
+        ] {
+            let r = inline(&["k1"], &[path]);
+            assert_eq!(check(&r), Some(Skip::Foreign), "{path}");
+        }
+        // The files add up to the ids; no manifest besides them; each names its path.
+        assert_eq!(
+            check(&inline(&["k1", "k2"], &["s3://lake/fleet/1.parquet"])),
+            Some(Skip::Malformed)
+        );
+        let mut r = inline(&["k1"], &["s3://lake/fleet/1.parquet"]);
+        r.manifest.path = format!("{ROOT}/x-m0.avro");
+        r.manifest.length = 10;
+        assert_eq!(check(&r), Some(Skip::Malformed));
+        let mut r = inline(&["k1"], &["s3://lake/fleet/1.parquet"]);
+        r.files = vec![serde_json::json!({ "path": "s3://lake/fleet/1.parquet" })];
+        assert_eq!(check(&r), Some(Skip::Malformed));
+        // A manifest-naming intent holds no files.
+        let mut r = record("a", &["k1"], 7, None);
+        r.files = vec![serde_json::json!({ "file_path": "s3://lake/fleet/1.parquet" })];
+        assert_eq!(check(&r), Some(Skip::Malformed));
+    }
+
+    /// A v2 table of (id long, name string) partitioned by identity(id), at the test ROOT.
+    fn partitioned() -> TableMetadata {
+        use iceberg::spec::{
+            NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec,
+        };
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .expect("schema");
+        let spec = UnboundPartitionSpec::builder()
+            .add_partition_field(1, "id", Transform::Identity)
+            .expect("field")
+            .build();
+        iceberg::spec::TableMetadataBuilder::new(
+            schema,
+            spec,
+            SortOrder::unsorted_order(),
+            "s3://lake/warehouse/ns/t".to_string(),
+            iceberg::spec::FormatVersion::V2,
+            Default::default(),
+        )
+        .expect("builder")
+        .build()
+        .expect("metadata")
+        .metadata
+    }
+
+    #[test]
+    fn an_intents_data_files_decode_as_they_were_written() {
+        use iceberg::spec::{
+            DataFileBuilder, DataFileFormat, Datum, Literal, Struct, serialize_data_file_to_json,
+        };
+        let metadata = partitioned();
+        let spec = metadata.default_partition_spec();
+        let file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("s3://lake/fleet/d/1.parquet".to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition_spec_id(spec.spec_id())
+            .partition(Struct::from_iter([Some(Literal::long(7))]))
+            .record_count(5)
+            .file_size_in_bytes(1_234)
+            .column_sizes([(1, 40), (2, 60)].into())
+            .value_counts([(1, 5), (2, 5)].into())
+            .null_value_counts([(1, 0), (2, 1)].into())
+            .lower_bounds([(1, Datum::long(7)), (2, Datum::string("a"))].into())
+            .upper_bounds([(1, Datum::long(7)), (2, Datum::string("zz"))].into())
+            .split_offsets(Some(vec![4]))
+            .build()
+            .expect("data file");
+        let json = serialize_data_file_to_json(
+            file.clone(),
+            metadata.default_partition_type(),
+            metadata.format_version(),
+        )
+        .expect("json");
+        let mut r = record("a", &["k1"], 7, None);
+        r.format = FORMAT_INLINE.to_string();
+        r.manifest.path.clear();
+        r.manifest.length = 0;
+        r.manifest.rows = 5;
+        r.manifest.spec_id = spec.spec_id();
+        r.manifest.schema_id = metadata.current_schema_id();
+        r.files = vec![serde_json::from_str(&json).expect("a JSON object")];
+        let intent = parse(&r.to_bytes(), expect()).expect("parses");
+        assert_eq!(decode_files(&intent.record, &metadata), Ok(vec![file]));
+        // Rows that do not add up, or a schema the table does not hold (yet).
+        let mut wrong = intent.record.clone();
+        wrong.manifest.rows = 6;
+        assert_eq!(decode_files(&wrong, &metadata), Err(Undecoded::Malformed));
+        let mut newer = intent.record.clone();
+        newer.manifest.schema_id = 9;
+        assert_eq!(decode_files(&newer, &metadata), Err(Undecoded::NotYet));
+        let mut broken = intent.record;
+        broken.files = vec![serde_json::json!({ "file_path": "s3://lake/fleet/d/1.parquet" })];
+        assert_eq!(decode_files(&broken, &metadata), Err(Undecoded::Malformed));
     }
 }
