@@ -386,20 +386,24 @@ async fn orphan_manifests(h: &Harness, table: &iceberg::table::Table) -> Vec<Str
         .collect()
 }
 
-/// An intent as a node of another fleet (or a broken one) could leave: well-formed, for this
-/// table, but with `url` and a manifest `path` (relative to the table's location) as given.
-fn foreign_intent(uuid: &str, url: &str, manifest: &str) -> Vec<u8> {
+/// An intent of one segment as a node of another fleet (or a broken one) could leave, for this
+/// table and `url`: `format`, with `manifest` and `files` as given.
+fn junk_intent(
+    uuid: &str,
+    url: &str,
+    format: &str,
+    manifest: serde_json::Value,
+    files: serde_json::Value,
+) -> Vec<u8> {
     serde_json::json!({
-        "format": "thadam-intent/1",
+        "format": format,
         "table_uuid": uuid,
         "url": url,
         "lane": "0123456789ab",
         "writer": "thadam-iceberg/x/y",
         "created_ms": 0,
-        "manifest": {
-            "path": format!("s3://bucket/somewhere/{manifest}"),
-            "length": 100, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
-        },
+        "manifest": manifest,
+        "files": files,
         "segment_ids": "AAAAAAAAAAAAAAAA",
         "max_seq": 1
     })
@@ -407,25 +411,30 @@ fn foreign_intent(uuid: &str, url: &str, manifest: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// An intent that holds its data file (`thadam-intent/2`), for this table and `url`, whose one
-/// file lies at `path` and is no data file (it has no size, no rows, no format).
+/// A well-formed intent naming a manifest (`thadam-intent/1`) at `manifest` (relative to the
+/// table's location).
+fn foreign_intent(uuid: &str, url: &str, manifest: &str) -> Vec<u8> {
+    let manifest = serde_json::json!({
+        "path": format!("s3://bucket/somewhere/{manifest}"),
+        "length": 100, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
+    });
+    junk_intent(
+        uuid,
+        url,
+        "thadam-intent/1",
+        manifest,
+        serde_json::json!([]),
+    )
+}
+
+/// An intent that holds its data file (`thadam-intent/2`), whose one file lies at `path` and
+/// is no data file (it has no size, no rows, no format).
 fn inline_intent(uuid: &str, url: &str, path: &str) -> Vec<u8> {
-    serde_json::json!({
-        "format": "thadam-intent/2",
-        "table_uuid": uuid,
-        "url": url,
-        "lane": "0123456789ab",
-        "writer": "thadam-iceberg/x/y",
-        "created_ms": 0,
-        "manifest": {
-            "path": "", "length": 0, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
-        },
-        "files": [{ "file_path": path, "content": 0 }],
-        "segment_ids": "AAAAAAAAAAAAAAAA",
-        "max_seq": 1
-    })
-    .to_string()
-    .into_bytes()
+    let manifest = serde_json::json!({
+        "path": "", "length": 0, "spec_id": 0, "schema_id": 0, "files": 1, "rows": 5, "bytes": 100
+    });
+    let files = serde_json::json!([{ "file_path": path, "content": 0 }]);
+    junk_intent(uuid, url, "thadam-intent/2", manifest, files)
 }
 
 /// Holds every append of its node after the first until released: a node whose catalog link
