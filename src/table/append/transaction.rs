@@ -1094,6 +1094,7 @@ impl BatchCommit {
 
     /// The committer stops: the batch's attempts are over.
     pub(crate) async fn abandon(&mut self, held: &HeldTable) {
+        self.intents.settle().await;
         if !self.written.is_idle() {
             self.batch_over(held, None).await;
         }
