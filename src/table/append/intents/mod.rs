@@ -371,6 +371,11 @@ impl Intents {
                 metrics::counter!("thadam_iceberg_intents_published_total", "table" => self.table.clone(), "form" => form)
                     .increment(1);
                 tracing::debug!(table = %self.table, key = %key, segments = batch.len(), "published an intent");
+                // Its files are held decoded; their JSON was for the store.
+                let record = IntentRecord {
+                    files: Vec::new(),
+                    ..record
+                };
                 self.own.push(Published {
                     key,
                     intent: Arc::new(Intent {
@@ -393,8 +398,7 @@ impl Intents {
                     tracing::debug!(table = %self.table, "could not publish an intent ({e}); the segments wait for this node's slot");
                 }
                 // Nothing names the manifest (if there is one): it is no one's.
-                let path = &record.manifest.path;
-                if !path.is_empty()
+                if let Some(path) = record.manifest_path()
                     && let Err(e) = table.file_io().delete(path).await
                 {
                     tracing::debug!(table = %self.table, "could not delete an unpublished intent's manifest: {e}");
@@ -645,10 +649,8 @@ impl Intents {
             .chain(carried.withdrawn.iter().map(|p| &p.key))
             .cloned()
             .collect();
-        {
-            let gone: HashSet<&ObjectPath> = gone.iter().collect();
-            self.own.retain(|p| !gone.contains(&p.key));
-        }
+        let gone_keys: HashSet<&ObjectPath> = gone.iter().collect();
+        self.own.retain(|p| !gone_keys.contains(&p.key));
         // The manifests the commit's own now holds the files of, and those of the intents this
         // node withdrew: no snapshot names them, nor can any (a commit that lands from now on
         // is built on this one, which holds their segments).
@@ -660,10 +662,8 @@ impl Intents {
                 carried
                     .withdrawn
                     .iter()
-                    .map(|p| p.intent.record.manifest.path.clone()),
+                    .filter_map(|p| p.intent.record.manifest_path().map(str::to_string)),
             )
-            // An intent that holds its files has no manifest.
-            .filter(|path| !path.is_empty())
             .collect();
         self.settle().await;
         let (store, io, name) = (
@@ -894,7 +894,7 @@ fn inline_files(
     table: &Table,
     bucket: &str,
     batch: &[ReadySegment],
-) -> Option<(Vec<DataFile>, Vec<serde_json::Value>)> {
+) -> Option<(Vec<DataFile>, Vec<Box<serde_json::value::RawValue>>)> {
     let metadata = table.metadata();
     let files = super::producer::inherited_files(table, bucket, batch).ok()?;
     let partition_type = metadata.default_partition_type();
@@ -911,7 +911,7 @@ fn inline_files(
         if size > INLINE_MAX {
             return None;
         }
-        json.push(serde_json::from_str(&text).ok()?);
+        json.push(serde_json::value::RawValue::from_string(text).ok()?);
     }
     Some((files, json))
 }
@@ -934,16 +934,19 @@ async fn read_one(
     };
     match bytes {
         Ok(bytes) => match record::parse(&bytes, expect) {
-            Ok(intent) if intent.record.is_inline() => match decode_files(&intent.record, metadata)
-            {
-                Ok(files) => Some(Ok(Intent {
-                    files: Some(Arc::new(files)),
-                    ..intent
-                })),
-                // Written on a newer table than the one held: read again at a later listing.
-                Err(Undecoded::NotYet) => None,
-                Err(Undecoded::Malformed) => Some(Err(Skip::Malformed)),
-            },
+            Ok(mut intent) if intent.record.is_inline() => {
+                match decode_files(&intent.record, metadata) {
+                    Ok(files) => {
+                        // Held decoded from here on; the JSON would be a second copy.
+                        intent.record.files = Vec::new();
+                        intent.files = Some(Arc::new(files));
+                        Some(Ok(intent))
+                    }
+                    // Written on a newer table than the one held: read again at a later listing.
+                    Err(Undecoded::NotYet) => None,
+                    Err(Undecoded::Malformed) => Some(Err(Skip::Malformed)),
+                }
+            }
             other => Some(other),
         },
         Err(object_store::Error::NotFound { .. }) => None,

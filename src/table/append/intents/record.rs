@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use iceberg::spec::{DataContentType, DataFile, FieldSummary, TableMetadata};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::table::committed::{SegmentId, WATERMARK_PREFIX, decode_ids, decode_mark};
 
@@ -38,7 +39,7 @@ pub(crate) const INLINE_MAX: usize = 64 * 1024;
 pub(crate) const MAX_BYTES: u64 = 1 << 20;
 
 /// One published batch (see the module docs of `intents`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct IntentRecord {
     pub format: String,
     /// The table it was published for (its UUID): a table dropped and created again under the
@@ -56,9 +57,10 @@ pub(crate) struct IntentRecord {
     /// held below (`thadam-intent/2`: an empty path, a length of 0).
     pub manifest: ManifestRef,
     /// The data files (`thadam-intent/2`), each as iceberg's JSON of a data file, in segment
-    /// order.
+    /// order: kept as the text that was read (decoded once, against the table, by
+    /// [`decode_files`], and then dropped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<serde_json::Value>,
+    pub files: Vec<Box<RawValue>>,
     /// The segments' ids, concatenated as in `thadam.segment-ids`.
     pub segment_ids: String,
     /// The highest catalog seq among its segments.
@@ -146,6 +148,17 @@ impl IntentRecord {
     pub(crate) fn is_inline(&self) -> bool {
         self.format == FORMAT_INLINE
     }
+
+    /// The manifest it names (`thadam-intent/1`); `None` for one that holds its files.
+    pub(crate) fn manifest_path(&self) -> Option<&str> {
+        (!self.is_inline()).then_some(self.manifest.path.as_str())
+    }
+}
+
+/// The one field of a data file's JSON that [`parse`] checks.
+#[derive(Deserialize)]
+struct FilePath {
+    file_path: String,
 }
 
 /// Why the data files of an intent could not be decoded.
@@ -179,7 +192,7 @@ pub(crate) fn decode_files(
         .iter()
         .map(|json| {
             iceberg::spec::deserialize_data_file_from_json(
-                &json.to_string(),
+                json.get(),
                 m.spec_id,
                 &partition_type,
                 schema,
@@ -233,10 +246,10 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
             return Err(Skip::Malformed);
         }
         for file in &record.files {
-            let Some(path) = file.get("file_path").and_then(serde_json::Value::as_str) else {
+            let Ok(FilePath { file_path }) = serde_json::from_str(file.get()) else {
                 return Err(Skip::Malformed);
             };
-            if !under(path, &record.url) {
+            if !under(&file_path, &record.url) {
                 return Err(Skip::Foreign);
             }
         }
@@ -330,7 +343,7 @@ pub(crate) mod tests {
     fn an_intent_round_trips_and_its_ids_decode() {
         let r = record("a", &["k1", "k2"], 7, Some(3));
         let intent = parse(&r.to_bytes(), expect()).expect("a good intent parses");
-        assert_eq!(intent.record, r);
+        assert_eq!(intent.record.to_bytes(), r.to_bytes());
         assert_eq!(intent.ids, vec![SegmentId::of("k1"), SegmentId::of("k2")]);
     }
 
@@ -384,6 +397,10 @@ pub(crate) mod tests {
         assert_eq!(check(&r), Some(Skip::Malformed));
     }
 
+    fn raw(json: serde_json::Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&json).expect("JSON")
+    }
+
     /// `record` as a `thadam-intent/2` intent whose data files lie at `paths`.
     fn inline(keys: &[&str], paths: &[&str]) -> IntentRecord {
         let mut r = record("a", keys, 7, None);
@@ -392,7 +409,7 @@ pub(crate) mod tests {
         r.manifest.length = 0;
         r.files = paths
             .iter()
-            .map(|p| serde_json::json!({ "file_path": p, "content": 0 }))
+            .map(|p| raw(serde_json::json!({ "file_path": p, "content": 0 })))
             .collect();
         r
     }
@@ -431,11 +448,15 @@ pub(crate) mod tests {
         r.manifest.length = 10;
         assert_eq!(check(&r), Some(Skip::Malformed));
         let mut r = inline(&["k1"], &["s3://lake/fleet/1.parquet"]);
-        r.files = vec![serde_json::json!({ "path": "s3://lake/fleet/1.parquet" })];
+        r.files = vec![raw(
+            serde_json::json!({ "path": "s3://lake/fleet/1.parquet" }),
+        )];
         assert_eq!(check(&r), Some(Skip::Malformed));
         // A manifest-naming intent holds no files.
         let mut r = record("a", &["k1"], 7, None);
-        r.files = vec![serde_json::json!({ "file_path": "s3://lake/fleet/1.parquet" })];
+        r.files = vec![raw(
+            serde_json::json!({ "file_path": "s3://lake/fleet/1.parquet" }),
+        )];
         assert_eq!(check(&r), Some(Skip::Malformed));
     }
 
@@ -505,7 +526,7 @@ pub(crate) mod tests {
         r.manifest.rows = 5;
         r.manifest.spec_id = spec.spec_id();
         r.manifest.schema_id = metadata.current_schema_id();
-        r.files = vec![serde_json::from_str(&json).expect("a JSON object")];
+        r.files = vec![RawValue::from_string(json).expect("JSON")];
         let intent = parse(&r.to_bytes(), expect()).expect("parses");
         assert_eq!(decode_files(&intent.record, &metadata), Ok(vec![file]));
         // Rows that do not add up, or a schema the table does not hold (yet).
@@ -516,7 +537,9 @@ pub(crate) mod tests {
         newer.manifest.schema_id = 9;
         assert_eq!(decode_files(&newer, &metadata), Err(Undecoded::NotYet));
         let mut broken = intent.record;
-        broken.files = vec![serde_json::json!({ "file_path": "s3://lake/fleet/d/1.parquet" })];
+        broken.files = vec![raw(
+            serde_json::json!({ "file_path": "s3://lake/fleet/d/1.parquet" }),
+        )];
         assert_eq!(decode_files(&broken, &metadata), Err(Undecoded::Malformed));
     }
 }
