@@ -296,7 +296,9 @@ rc=0
 "$PY" "$HELPER" report --results "${results[@]}" || rc=$?
 cat <<'NOTES'
 Notes. *achieved*: segments whose registering snapshot's timestamp-ms falls in the load window,
-divided by the window. *upload → snapshot*: per segment, the timestamp-ms of the snapshot whose
+divided by the window. *catalog commits/s*: the registrars' snapshots whose timestamp-ms falls
+in the load window, divided by the window (the drain after it is mostly idle: a node that only
+publishes learns what was carried at its fallback; all snapshots are in the details). *upload → snapshot*: per segment, the timestamp-ms of the snapshot whose
 manifest entry added its file minus the `uploaded_at_ms` of its record (stamped right after its
 PUT); warm-up segments excluded. *409s per landed commit*: sum over the runners of
 `thadam_iceberg_commits_total{outcome="conflict"}` / `{outcome="ok"}`, window and drain (the

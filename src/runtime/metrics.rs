@@ -331,6 +331,14 @@ pub const METRICS: &[MetricDoc] = &[
          clock) to the commit that carried it.",
     ),
     doc(
+        "thadam_iceberg_intents_read_total",
+        Kind::Counter,
+        &["table", "when"],
+        None,
+        "Other nodes' intents read (each once), by when: in_cycle (a commit waited for it) or \
+         during_answer (read by the fleet's committer while the catalog answered its commit).",
+    ),
+    doc(
         "thadam_iceberg_intents_skipped_total",
         Kind::Counter,
         &["table", "reason"],

@@ -15,6 +15,9 @@
 //!   reused by every later attempt whose table still lists all of its inputs; manifests other
 //!   writers added meanwhile are carried as they are.
 //!
+//! Across batches it keeps the last manifest list written ([`LastList`]): the next build on the
+//! snapshot that list made reads its manifests from memory.
+//!
 //! It also knows which of those files may be deleted: a file is **tainted** once a commit that
 //! references it was sent and not refused, because a commit whose outcome is unknown (5xx, a lost
 //! answer, a stop while in flight) may have landed. Untainted files that no attempt will reuse
@@ -26,6 +29,8 @@ use std::collections::HashMap;
 
 use iceberg::spec::{ManifestFile, TableMetadata};
 use uuid::Uuid;
+
+use super::manifest_list::LastList;
 
 /// What the new manifest was written for: the data files (paths, in order) and the schema and
 /// partition spec they were described under.
@@ -60,6 +65,8 @@ pub struct AppendAttempts {
     written: HashMap<String, bool>,
     /// Files no attempt will reference again, not tainted: to delete.
     stale: Vec<String>,
+    /// The last manifest list written, by this batch or an earlier one (never reset).
+    pub(crate) last_list: LastList,
 }
 
 impl Default for AppendAttempts {
@@ -73,6 +80,7 @@ impl Default for AppendAttempts {
             merges: Vec::new(),
             written: HashMap::new(),
             stale: Vec::new(),
+            last_list: LastList::default(),
         }
     }
 }

@@ -6,12 +6,18 @@
 //! Avro's standard `deflate` codec (read by Java, pyiceberg and iceberg-rust alike), keeping the
 //! writer schema and every user metadata key (snapshot-id, parent-snapshot-id, sequence-number,
 //! format-version, first-row-id): the records are the same, only the blocks are compressed.
+//!
+//! The last list written is kept ([`LastList`]): every build reads the current snapshot's list
+//! to carry its manifests over, and a committer that commits back to back (a fleet's sole
+//! committer, a lone registrar under a backlog) builds on the snapshot it made itself, whose list
+//! it has in memory already.
 
 use std::sync::{Arc, Mutex};
 
 use apache_avro::{Codec, DeflateSettings, Reader, Writer};
 use bytes::Bytes;
 use iceberg::io::FileWrite;
+use iceberg::spec::{FormatVersion, ManifestFile, ManifestList};
 use iceberg::{Error, ErrorKind, Result};
 
 /// A `FileWrite` into memory, its bytes shared with the caller through [`MemoryFile::bytes`].
@@ -40,6 +46,43 @@ impl FileWrite for MemoryFile {
 
     async fn close(&mut self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// The manifest list this node wrote last: its path and its bytes before compression (the
+/// same records). A list is never rewritten once written (each attempt names its own), so where
+/// the table's current snapshot names this path its manifests are these, and the build reads
+/// them from memory rather than GET them back from the store: one round trip less in every
+/// cycle of a committer that builds on its own last commit (a fleet's sole committer at 128
+/// nodes made one every ~300 ms). One list, a few hundred bytes per manifest, is held.
+#[derive(Debug, Default)]
+pub(crate) struct LastList {
+    written: Option<(String, Bytes)>,
+}
+
+impl LastList {
+    /// Notes the list written at `path` (uncompressed Avro container).
+    pub(crate) fn wrote(&mut self, path: &str, container: Vec<u8>) {
+        self.written = Some((path.to_string(), Bytes::from(container)));
+    }
+
+    /// The manifests of the list at `path`, if it is the one held; `None` otherwise (or if it
+    /// does not parse, which only a bug could cause: the store's copy is read instead).
+    pub(crate) fn manifests(
+        &self,
+        path: &str,
+        version: FormatVersion,
+    ) -> Option<Vec<ManifestFile>> {
+        let (held, bytes) = self.written.as_ref()?;
+        if held != path {
+            return None;
+        }
+        ManifestList::parse_with_version(bytes, version)
+            .map(|list| list.consume_entries().into_iter().collect())
+            .inspect_err(|e| {
+                tracing::debug!("the manifest list held does not parse ({e}); reading {path}")
+            })
+            .ok()
     }
 }
 
@@ -108,9 +151,7 @@ fn read_varint(bytes: &[u8]) -> Option<(i64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{
-        FormatVersion, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter,
-    };
+    use iceberg::spec::{ManifestContentType, ManifestListWriter};
 
     fn manifest(n: i64, snapshot_id: i64) -> ManifestFile {
         ManifestFile {
@@ -171,6 +212,33 @@ mod tests {
             assert!(meta(&deflated).contains_key("snapshot-id"));
             assert!(meta(&deflated).contains_key("parent-snapshot-id"));
         }
+    }
+
+    #[tokio::test]
+    async fn the_list_held_stands_for_its_path_only() {
+        let mut last = LastList::default();
+        assert!(
+            last.manifests("s3://b/t/metadata/snap-1.avro", FormatVersion::V2)
+                .is_none()
+        );
+        let plain = written(FormatVersion::V2, 3).await;
+        let stored = ManifestList::parse_with_version(&plain, FormatVersion::V2).expect("parse");
+        last.wrote("s3://b/t/metadata/snap-1.avro", plain);
+        let held = last
+            .manifests("s3://b/t/metadata/snap-1.avro", FormatVersion::V2)
+            .expect("held");
+        // The same entries as read back from the store.
+        assert_eq!(held, stored.entries());
+        assert!(
+            last.manifests("s3://b/t/metadata/snap-2.avro", FormatVersion::V2)
+                .is_none()
+        );
+        // Bytes that do not parse are not trusted: the store is read.
+        last.wrote("s3://b/t/metadata/snap-3.avro", b"not avro".to_vec());
+        assert!(
+            last.manifests("s3://b/t/metadata/snap-3.avro", FormatVersion::V2)
+                .is_none()
+        );
     }
 
     #[test]

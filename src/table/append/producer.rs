@@ -25,7 +25,7 @@ use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
 
 use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
 use super::intents::{Carried, ManifestRef};
-use super::manifest_list::{MemoryFile, deflate_container};
+use super::manifest_list::{LastList, MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
 use super::pacing::CARRIED_LANES;
 use super::{ReadySegment, data_file};
@@ -211,13 +211,15 @@ impl<'a> PreparedAppend<'a> {
         list.add_manifests(manifests.into_iter())?;
         let next_row_id = list.next_row_id();
         list.close().await?;
-        let compressed = deflate_container(&memory.bytes())?;
+        let container = memory.bytes();
+        let compressed = deflate_container(&container)?;
         attempts.wrote(&list_path);
         table
             .file_io()
             .new_output(&list_path)?
             .write(compressed.into())
             .await?;
+        attempts.last_list.wrote(&list_path, container);
         attempts.built();
         files.push(list_path.clone());
 
@@ -357,7 +359,7 @@ async fn attempt_manifests(
             Some(m)
         }
     };
-    let current = current_manifests(table).await?;
+    let current = current_manifests(table, &attempts.last_list).await?;
     let mut files: Vec<String> = new_manifest
         .iter()
         .map(|m| m.manifest_path.clone())
@@ -468,16 +470,28 @@ async fn attempt_manifests(
 }
 
 /// The current snapshot's manifests that hold files (manifests without files are left behind,
-/// as the library's fast append does).
-async fn current_manifests(table: &Table) -> iceberg::Result<Vec<ManifestFile>> {
-    let Some(snapshot) = table.metadata().current_snapshot() else {
+/// as the library's fast append does): from memory where this node wrote that snapshot's list
+/// last (see [`LastList`]), else read from the store.
+async fn current_manifests(table: &Table, last: &LastList) -> iceberg::Result<Vec<ManifestFile>> {
+    let metadata = table.metadata();
+    let Some(snapshot) = metadata.current_snapshot() else {
         return Ok(Vec::new());
     };
-    Ok(table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await?
-        .consume_entries()
+    let held = match snapshot.encryption_key_id() {
+        None => last.manifests(snapshot.manifest_list(), metadata.format_version()),
+        Some(_) => None,
+    };
+    let entries = match held {
+        Some(entries) => entries,
+        None => table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await?
+            .consume_entries()
+            .into_iter()
+            .collect(),
+    };
+    Ok(entries
         .into_iter()
         .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
         .collect())

@@ -539,15 +539,35 @@ impl BatchCommit {
         // From here on the files may be in the table: never deleted unless the catalog refuses.
         self.written.sent(&sent.files);
         let mut shutdown = env.shutdown.clone();
+        // The fleet's sole committer, whose next commit follows this one, reads the intents
+        // published meanwhile while it waits for the answer (see `Intents::warm`). Nodes taking
+        // turns commit again a cycle later, and a lone registrar lists none.
+        let warms = sent.resends == 0 && self.intents.on() && self.pacer.sole_committer();
         // A stop abandons a commit in flight: safe, because whether it landed or not, the next
         // start finds its keys (or not) in the table and does only what is missing; its files
         // stay (they were marked sent).
         let asked = Instant::now();
+        let name = &self.name;
+        let commit = async {
+            let answer = env
+                .client
+                .send_commit(&sent.request, Some(&sent.base))
+                .await;
+            record_phase(name, "answer", asked.elapsed());
+            answer
+        };
+        let intents = &mut self.intents;
+        let warm = async {
+            if warms {
+                intents
+                    .warm(env.store, &env.config.url, sent.base.metadata())
+                    .await;
+            }
+        };
         let answer = tokio::select! {
-            a = env.client.send_commit(&sent.request, Some(&sent.base)) => a,
+            (a, ()) = async { tokio::join!(commit, warm) } => a,
             _ = shutdown.requested() => return Err(Error::cancelled()),
         };
-        record_phase(&self.name, "answer", asked.elapsed());
         // 6. What it means.
         let failure = match answer {
             Ok(answer) => return Ok(self.landed(env, held, sent, answer, started).await),
@@ -800,11 +820,14 @@ impl BatchCommit {
         let Some(fallback) = self.pacer.fallback_ms() else {
             return false;
         };
+        // Not on a view of the fleet that lapses before the next fallback (jittered up to 1.5
+        // of one): the load renews it (see `Pacer::view_holds_for`).
         if batch.is_empty()
             || !self.intents.on()
             || self.retry.is_some()
             || self.resend.is_some()
             || held.table().is_none()
+            || !self.pacer.view_holds_for(fallback.saturating_mul(3) / 2)
         {
             return false;
         }

@@ -100,6 +100,24 @@ type Loaded = HashMap<String, Arc<Vec<DataFile>>>;
 /// Listed intents, by key.
 type Listed = Vec<(ObjectPath, Arc<Intent>)>;
 
+/// When intents were read (`thadam_iceberg_intents_read_total{when}`): inside a commit's cycle
+/// (a listing ahead of the load or the build, which the commit waits for), or while the catalog
+/// answered the commit before (see [`Intents::warm`]).
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    InCycle,
+    DuringAnswer,
+}
+
+impl Read {
+    fn label(self) -> &'static str {
+        match self {
+            Read::InCycle => "in_cycle",
+            Read::DuringAnswer => "during_answer",
+        }
+    }
+}
+
 /// One of this node's published intents, not yet known to be in the table.
 #[derive(Debug, Clone)]
 struct Published {
@@ -449,7 +467,9 @@ impl Intents {
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
     ) {
         let scope = Scope::of(url, table.metadata());
-        let listed = self.list(store, &scope, table.metadata()).await;
+        let listed = self
+            .list(store, &scope, table.metadata(), Read::InCycle)
+            .await;
         // What is read is what `select` will carry: in its order, and none that the table
         // held already has a segment of (those are done or stale, never carried). Read in the
         // listing's order, a backlog's reads went to intents carried already and waiting for
@@ -458,6 +478,24 @@ impl Intents {
         let to_read = read_order(&listed, &own_keys, holds);
         let loaded = load_files(table, &to_read, budget, &self.table).await;
         self.prefetched = Some((scope.uuid, std::time::Instant::now(), listed, loaded));
+    }
+
+    /// Reads the fleet's new intents into the memory of those read, choosing none: the
+    /// fleet's committer does this while the catalog answers its commit (see
+    /// `BatchCommit::send`), so that the next cycle's listing finds all but the latest read
+    /// already. At 128 nodes that cycle listed and read ~37 new intents (47 ms of a ~300 ms
+    /// cycle on SeaweedFS), all of them after the answer.
+    pub(crate) async fn warm(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        metadata: &iceberg::spec::TableMetadata,
+    ) {
+        if metadata.format_version() == FormatVersion::V1 {
+            return;
+        }
+        let scope = Scope::of(url, metadata);
+        self.list(store, &scope, metadata, Read::DuringAnswer).await;
     }
 
     /// Whether the last prefetch found intents of other nodes (or this node has its own).
@@ -500,7 +538,10 @@ impl Intents {
             {
                 (listed, loaded)
             }
-            _ => (self.list(store, &scope, metadata).await, Loaded::new()),
+            _ => (
+                self.list(store, &scope, metadata, Read::InCycle).await,
+                Loaded::new(),
+            ),
         };
         let default_spec = metadata.default_partition_spec_id();
 
@@ -691,13 +732,14 @@ impl Intents {
         }
     }
 
-    /// The intents under `dir` (one page), read once each; those that fail their checks are
-    /// skipped with a warning and a metric, once per intent.
+    /// The intents under `dir` (one page), read once each (`when`: for the metric); those that
+    /// fail their checks are skipped with a warning and a metric, once per intent.
     async fn list(
         &mut self,
         store: &Arc<dyn ObjectStore>,
         scope: &Scope,
         metadata: &iceberg::spec::TableMetadata,
+        when: Read,
     ) -> Listed {
         let expect = scope.expect();
         let metas: Vec<object_store::ObjectMeta> = match store
@@ -751,6 +793,14 @@ impl Intents {
                 .buffered(READ_CONCURRENCY)
                 .collect()
                 .await;
+        let read = fetched
+            .iter()
+            .filter(|(_, parsed)| parsed.is_some())
+            .count();
+        if read > 0 {
+            metrics::counter!("thadam_iceberg_intents_read_total", "table" => self.table.clone(), "when" => when.label())
+                .increment(read as u64);
+        }
         for (meta, parsed) in fetched {
             let seen = match parsed {
                 // Unreadable now (consumed meanwhile, or a transient failure): not remembered.
@@ -1066,6 +1116,38 @@ mod tests {
             .collect();
         // Its own first, then the oldest (here: by lane, then seq), as `select` takes them.
         assert_eq!(order, ["i/3", "i/4", "i/2", "i/1"]);
+    }
+
+    #[tokio::test]
+    async fn intents_read_while_the_catalog_answers_are_not_read_again() {
+        use record::tests::{UUID, partitioned, record};
+        let metadata = iceberg::spec::TableMetadataBuilder::new_from_metadata(partitioned(), None)
+            .assign_uuid(uuid::Uuid::parse_str(UUID).expect("uuid"))
+            .build()
+            .expect("metadata")
+            .metadata;
+        let url = crate::config::TableRoot {
+            bucket: "lake".into(),
+            prefix: "fleet".into(),
+        };
+        let dir = intent_dir(&url, UUID);
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let put = |name: &str, body: Vec<u8>| {
+            let (store, key) = (Arc::clone(&store), dir.child(name));
+            async move { store.put(&key, body.into()).await.expect("put") }
+        };
+        put("a-1.json", record("a", &["a1"], 1, None).to_bytes()).await;
+        put("b-1.json", record("b", &["b1"], 1, None).to_bytes()).await;
+        let mut intents = Intents::new("t".into(), true, true);
+        intents.warm(&store, &url, &metadata).await;
+        // Bodies that would no longer parse: the listing in the next cycle must not read them.
+        put("a-1.json", b"{}".to_vec()).await;
+        put("b-1.json", b"{}".to_vec()).await;
+        put("c-1.json", record("c", &["c1"], 1, None).to_bytes()).await;
+        let scope = Scope::of(&url, &metadata);
+        let listed = intents.list(&store, &scope, &metadata, Read::InCycle).await;
+        let lanes: Vec<&str> = listed.iter().map(|(_, i)| i.record.lane.as_str()).collect();
+        assert_eq!(lanes, ["a", "b", "c"]);
     }
 
     #[tokio::test]

@@ -461,7 +461,7 @@ pub(crate) mod tests {
     }
 
     /// A v2 table of (id long, name string) partitioned by identity(id), at the test ROOT.
-    fn partitioned() -> TableMetadata {
+    pub(crate) fn partitioned() -> TableMetadata {
         use iceberg::spec::{
             NestedField, PrimitiveType, Schema, SortOrder, Transform, Type, UnboundPartitionSpec,
         };
