@@ -159,7 +159,10 @@ impl Registrar {
         build_info::publish();
         crate::runtime::retry::announce_server_error_counters();
         let (trigger, shutdown) = shutdown::channel();
-        let store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
+        let mut store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
+        if let Some(wrap) = &tuning.hooks.wrap_store {
+            store = wrap(store);
+        }
         // One HTTP client and one token source for the registrar's whole life: with
         // catalog_credential, that is one token refresher, started before the first connect.
         let http = catalog_http(&config)?;

@@ -30,8 +30,14 @@ pub use crate::table::committed::{
 /// Building an append as the registrar does (a rival writer in `tests/exactly_once.rs`), and the
 /// seams an attempt calls: a hook right before each append commit, and the clock retention ages
 /// snapshots by (set through `Tuning::hooks`).
-pub use crate::table::append::hooks::{BeforeAppend, Clock, Hooks};
+pub use crate::table::append::hooks::{BeforeAppend, Clock, Hooks, StoreWrapper};
 pub use crate::table::append::{AppendAttempts, ReadySegment, prepare_append};
+
+/// An intent's body tagged with a fleet key (`commit.intents_key`), as a node of that fleet
+/// publishes it: the fleet tests forge intents with and without it.
+pub fn sign_intent(key: &str, body: &[u8]) -> Vec<u8> {
+    crate::table::append::intents::IntentKey::new(&crate::secret::Secret::new(key)).sign(body)
+}
 
 /// The quarantine file, as an operator's tools read it.
 pub use crate::table::quarantine::QuarantineStore;
@@ -70,4 +76,49 @@ pub fn segment(seq: u64, dataset: &str, object_key: &str) -> UploadedSegment {
         uploaded_at_ms: 0,
         catalog_id: None,
     }
+}
+
+/// Table metadata (format 2, one long column, unpartitioned) whose snapshots, oldest first, have
+/// these summaries (each with `operation: append` added) and stamps: the unit tests of what is
+/// read from snapshots.
+#[cfg(test)]
+pub(crate) fn metadata_with(
+    snapshots: &[(serde_json::Value, i64)],
+) -> iceberg::spec::TableMetadata {
+    use serde_json::json;
+    let n = snapshots.len() as i64;
+    let list: Vec<serde_json::Value> = snapshots
+        .iter()
+        .enumerate()
+        .map(|(i, (summary, ts))| {
+            let id = i as i64 + 1;
+            let mut summary = summary.clone();
+            summary["operation"] = json!("append");
+            let mut s = json!({
+                "snapshot-id": id, "sequence-number": id, "timestamp-ms": ts,
+                "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+                "summary": summary, "schema-id": 0,
+            });
+            if id > 1 {
+                s["parent-snapshot-id"] = json!(id - 1);
+            }
+            s
+        })
+        .collect();
+    let mut m = json!({
+        "format-version": 2, "table-uuid": "5f4a6c48-0c3a-4a2c-9e61-3c1b8f2d1e11",
+        "location": "s3://b/t", "last-sequence-number": n, "last-updated-ms": 2_000,
+        "last-column-id": 1, "current-schema-id": 0,
+        "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+            {"id": 1, "name": "x", "required": false, "type": "long"}]}],
+        "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": 999, "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
+        "snapshots": list,
+    });
+    if n > 0 {
+        m["current-snapshot-id"] = json!(n);
+        m["refs"] = json!({"main": {"snapshot-id": n, "type": "branch"}});
+    }
+    serde_json::from_value(m).unwrap_or_else(|e| panic!("test metadata: {e}"))
 }

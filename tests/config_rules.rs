@@ -924,6 +924,7 @@ fn commit_batching_and_footer_readers() {
             linger: Duration::from_millis(250),
             min_interval: Duration::from_secs(2),
             intents: false,
+            intents_key: None,
         }
     );
     fx.fails(

@@ -209,6 +209,11 @@ impl ConfigBuilder {
         self.set("commit.intents", on)
     }
 
+    /// `commit.intents_key`: the fleet's shared key for tagging intents (at least 16 bytes).
+    pub fn commit_intents_key(self, key: Secret) -> Self {
+        self.set("commit.intents_key", key.expose())
+    }
+
     /// `commit.min_interval`: the least time between the starts of two commits of one table.
     pub fn commit_min_interval(self, interval: Duration) -> Self {
         self.set("commit.min_interval", duration_text(interval))
@@ -460,6 +465,25 @@ sinks:
             .build()
             .expect_err("no catalog_uri");
         assert!(err.message().contains("catalog_uri"), "{err}");
+    }
+
+    #[test]
+    fn a_fleet_key_is_a_secret_of_at_least_16_bytes() {
+        let config = minimal()
+            .commit_intents_key(Secret::new("fleet-SECRET-0123456789"))
+            .build()
+            .expect("valid");
+        assert_eq!(
+            config.commit.intents_key.as_ref().map(Secret::expose),
+            Some("fleet-SECRET-0123456789")
+        );
+        assert!(!format!("{config:?}").contains("SECRET"));
+        let err = minimal()
+            .commit_intents_key(Secret::new("short-SECRET"))
+            .build()
+            .expect_err("too short");
+        assert!(err.message().contains("config.commit.intents_key"), "{err}");
+        assert!(!err.message().contains("SECRET"), "{err}");
     }
 
     #[test]

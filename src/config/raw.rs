@@ -107,6 +107,7 @@ pub(crate) struct RawCommit {
     pub linger: Option<Value>,
     pub min_interval: Option<Value>,
     pub intents: Option<Value>,
+    pub intents_key: Option<Value>,
 }
 
 /// `memory:`.

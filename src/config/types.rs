@@ -228,7 +228,7 @@ pub enum StoreCredentials {
 
 /// `commit`: batching of segments into snapshots. Commit cost is per snapshot, not per file, so
 /// a backlog is registered in few, large snapshots; a lone segment is committed at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitPolicy {
     /// The most segments in one snapshot. Default 500.
     pub max_segments: usize,
@@ -247,6 +247,11 @@ pub struct CommitPolicy {
     /// intent that whoever commits next carries (see the README's "Sharing a table"). Default
     /// true; a lone registrar never publishes.
     pub intents: bool,
+    /// `intents_key`: the fleet's shared key. With it, every intent is tagged (HMAC-SHA256) and
+    /// only intents that carry its tag are carried, so that write access under the fleet's
+    /// `_thadam-intents/` is not enough to register files or move a watermark. Every node of a
+    /// fleet sets the same key (a secret: `${file:...}` or `${env:...}`). Default: none.
+    pub intents_key: Option<Secret>,
 }
 
 impl Default for CommitPolicy {
@@ -257,6 +262,7 @@ impl Default for CommitPolicy {
             linger: Duration::ZERO,
             min_interval: Duration::ZERO,
             intents: true,
+            intents_key: None,
         }
     }
 }

@@ -862,12 +862,23 @@ fn commit(ctx: &Ctx, raw: RawCommit) -> Result<CommitPolicy> {
     let intents = ctx
         .flag("config.commit.intents", raw.intents.as_ref())?
         .unwrap_or(defaults.intents);
+    let intents_key = match ctx.secret("config.commit.intents_key", raw.intents_key.as_ref())? {
+        // Tags with a guessable key prove nothing: at least 16 bytes (e.g. `openssl rand -hex 32`).
+        Some(key) if key.expose().len() < 16 => {
+            return Err(ctx.err(
+                "config.commit.intents_key",
+                "is shorter than 16 bytes; use a long random secret shared by the fleet's nodes                  (e.g. the output of `openssl rand -hex 32`, through ${file:PATH})",
+            ));
+        }
+        key => key,
+    };
     Ok(CommitPolicy {
         max_segments,
         max_bytes,
         linger,
         min_interval,
         intents,
+        intents_key,
     })
 }
 

@@ -65,28 +65,32 @@ pub const METRICS: &[MetricDoc] = &[
         Kind::Counter,
         TABLE,
         None,
-        "Segments this process appended to the table (skipped duplicates not included).",
+        "Segments of this node's log now in the table: appended by this process, or (in a fleet) \
+         carried into it by another node; skipped duplicates not included. Summed over a fleet's \
+         nodes it is what the table took (a node learns of carried segments at its next attempt).",
     ),
     doc(
         "thadam_iceberg_data_files_registered_total",
         Kind::Counter,
         TABLE,
         None,
-        "Data files added to the table by this process (one per segment).",
+        "Data files of this node's segments now in the table (one per segment), whoever committed \
+         them, as segments_registered_total.",
     ),
     doc(
         "thadam_iceberg_rows_registered_total",
         Kind::Counter,
         TABLE,
         None,
-        "Rows in the data files this process registered (from the Parquet footers).",
+        "Rows in the data files of segments_registered_total (from the Parquet footers; for \
+         segments another node carried, from their segment records).",
     ),
     doc(
         "thadam_iceberg_registered_bytes_total",
         Kind::Counter,
         TABLE,
         Some(Unit::Bytes),
-        "Size of the data files this process registered.",
+        "Size of the data files of segments_registered_total.",
     ),
     doc(
         "thadam_iceberg_commits_total",
@@ -306,21 +310,64 @@ pub const METRICS: &[MetricDoc] = &[
         TABLE,
         None,
         "Intents this node published for its fleet to carry: batches that waited for its turn \
-         on a table registrars take turns on, their manifest written in the table's metadata.",
+         on a table registrars take turns on, by form: files (the intent holds its data files) \
+         or manifest (too large for that: a manifest in the table's metadata holds them).",
+    ),
+    doc(
+        "thadam_iceberg_intents_publish_unknown_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Intent PUTs whose outcome is unknown (an error after the store may have taken it): held \
+         as published, so that the manifest it names outlives any commit that may take it.",
     ),
     doc(
         "thadam_iceberg_intents_carried_total",
         Kind::Counter,
         &["table", "whose"],
         None,
-        "Intents this node's landed commits carried: its own (whose own) or other nodes' (other).",
+        "Intents consumed by this node's landed commits: other nodes' it carried (whose other), \
+         or its own whose segments it registered itself (whose own).",
+    ),
+    doc(
+        "thadam_iceberg_segments_carried_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Segments of other nodes' intents that this node's landed commits carried (a fleet's \
+         committer): not in its segments_registered_total, which counts its own log's.",
     ),
     doc(
         "thadam_iceberg_segments_carried_by_others_total",
         Kind::Counter,
         TABLE,
         None,
-        "Segments of this node that another node of its fleet committed, carrying its intents.",
+        "Segments of this node that another node of its fleet committed, carrying its intents \
+         (also counted in its segments_registered_total).",
+    ),
+    doc(
+        "thadam_iceberg_intents_unreadable_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Reads of an intent's manifest that failed: the intent is not carried (nothing is \
+         committed that was not read) and waits; its publisher commits it after its fallback.",
+    ),
+    doc(
+        "thadam_iceberg_intents_delete_failed_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Intents and intents' manifests whose delete failed; each is tried again with the next \
+         deletes (an intent left behind is found done and never carried).",
+    ),
+    doc(
+        "thadam_iceberg_intents_aged_out_total",
+        Kind::Counter,
+        TABLE,
+        None,
+        "Intents of this release's formats that can never be carried (malformed, foreign, forged, \
+         unsigned), deleted an hour after the store took them.",
     ),
     doc(
         "thadam_iceberg_intent_age_seconds",
@@ -344,7 +391,9 @@ pub const METRICS: &[MetricDoc] = &[
         &["table", "reason"],
         None,
         "Intents listed that can never be carried, by reason: too_large, malformed, foreign \
-         (another table, another url, a manifest outside the table's metadata). Never committed.",
+         (another table, another url, a manifest outside the table's metadata), forged (a \
+         watermark of another log than its own, an id that is not its file's key's), unsigned (no \
+         valid tag of commit.intents_key), newer_format (a newer release's). Never committed.",
     ),
     doc(
         "thadam_iceberg_build_info",

@@ -176,6 +176,11 @@ impl HeldTable {
         self.committed.holds_id(id)
     }
 
+    /// Whether a trusted watermark of segment log `catalog` covers `seq`.
+    pub(crate) fn covered(&self, catalog: &str, seq: u64) -> bool {
+        self.committed.covered(catalog, seq)
+    }
+
     /// Our commit that landed carried these segments of other nodes (fleet intents).
     pub(crate) fn record_carried(&mut self, ids: &[SegmentId]) {
         self.committed.record_ids(ids);

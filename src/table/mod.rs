@@ -7,6 +7,7 @@ pub(crate) mod column_stats;
 pub(crate) mod committed;
 pub(crate) mod create;
 pub(crate) mod env;
+pub(crate) mod fleet_keys;
 pub(crate) mod held;
 pub(crate) mod partition;
 pub(crate) mod quarantine;

@@ -32,11 +32,11 @@ use iceberg::spec::{MAIN_BRANCH, Snapshot, SnapshotReference, SnapshotRetention,
 
 use crate::config::SnapshotRetention as Policy;
 use crate::runtime::warn_once;
-use crate::table::append::producer::{CARRIED_INTENTS, CARRIED_MARKS};
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_guards, decode_ids,
     decode_mark,
 };
+use crate::table::fleet_keys::{CARRIED_INTENTS, CARRIED_MARKS};
 
 /// The most snapshot ids one commit removes (about 20 bytes each in the commit body).
 pub(crate) const MAX_EXPIRED_PER_COMMIT: usize = 1000;

@@ -6,6 +6,7 @@
 #[path = "../../examples/support/demo.rs"]
 pub mod demo;
 pub mod fault_proxy;
+pub mod fleet;
 pub mod forward;
 pub mod hold_proxy;
 pub mod logs;
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod py;
 pub mod relay;
 pub mod s3_front;
+pub mod store_faults;
 pub mod tls;
 
 use std::collections::BTreeSet;

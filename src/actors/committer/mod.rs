@@ -130,8 +130,7 @@ impl Actor for Committer {
             table: HeldTable::new(name.clone()),
             commit: BatchCommit::new(
                 name.clone(),
-                args.ctx.config.commit.min_interval,
-                args.ctx.config.commit.intents,
+                &args.ctx.config.commit,
                 &args.ctx.tuning.hooks,
             ),
             args,
@@ -206,7 +205,10 @@ impl Actor for Committer {
         _: ActorRef<CommitterMsg>,
         state: &mut CommitterState,
     ) -> HandlerResult {
-        state.commit.abandon(&state.table).await;
+        state
+            .commit
+            .abandon(state.args.ctx.env(), &state.table)
+            .await;
         Ok(())
     }
 

@@ -30,8 +30,20 @@ impl CommitterState {
         self.resolve_registered(segment);
         // No registration lag: this node learns of the commit only at its next turn, so the
         // lag would be that of its turns; `thadam_iceberg_intent_age_seconds` on the carrier
-        // shows how long intents waited.
+        // shows how long intents waited. Registered all the same: a node's `*_registered_total`
+        // count the segments of its log the table holds (their rows and bytes as its record
+        // says), whoever committed them, so that a fleet's counts add up to what the table holds.
         let name = self.name.to_string();
+        metrics::counter!("thadam_iceberg_segments_registered_total", "table" => name.clone())
+            .increment(1);
+        metrics::counter!("thadam_iceberg_data_files_registered_total", "table" => name.clone())
+            .increment(1);
+        metrics::counter!("thadam_iceberg_rows_registered_total", "table" => name.clone())
+            .increment(segment.row_count);
+        metrics::counter!("thadam_iceberg_registered_bytes_total", "table" => name.clone())
+            .increment(segment.file_size);
+        metrics::counter!("thadam_iceberg_segments_carried_by_others_total", "table" => name.clone())
+            .increment(1);
         let seq = segment.seq;
         let backlog = self.pending.len() as u64;
         self.ctx().status.update(&name, |s| {

@@ -24,6 +24,12 @@ pub trait BeforeAppend: Send + Sync {
 /// The wall clock, in milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// Wraps the store of the sink's `url` (footers, the fleet's intents) in a test's own, which
+/// passes requests on to it and injects faults.
+pub type StoreWrapper = Arc<
+    dyn Fn(Arc<dyn object_store::ObjectStore>) -> Arc<dyn object_store::ObjectStore> + Send + Sync,
+>;
+
 /// Now by `clock` when a test set one, else by the system's clock (ms since the epoch).
 pub(crate) fn now_ms(clock: Option<&Clock>) -> i64 {
     match clock {
@@ -45,6 +51,11 @@ pub struct Hooks {
     /// Publishes intents as the releases before did: a manifest in the table's metadata and an
     /// intent naming it (`thadam-intent/1`), to play an older node in a fleet being upgraded.
     pub intents_name_manifests: bool,
+    /// This node's lane instead of a random one (12 hex digits): tests that need a node to be
+    /// the lowest lane of its fleet, or not.
+    pub lane: Option<String>,
+    /// Wraps the store of the sink's `url` (see [`StoreWrapper`]).
+    pub wrap_store: Option<StoreWrapper>,
 }
 
 impl fmt::Debug for Hooks {
@@ -54,6 +65,8 @@ impl fmt::Debug for Hooks {
             .field("clock", &self.clock.is_some())
             .field("node_clock", &self.node_clock.is_some())
             .field("intents_name_manifests", &self.intents_name_manifests)
+            .field("lane", &self.lane)
+            .field("wrap_store", &self.wrap_store.is_some())
             .finish()
     }
 }

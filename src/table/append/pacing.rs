@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use iceberg::spec::TableMetadata;
 
 use super::hooks::{self, Clock};
-use super::producer::CARRIED_INTENTS;
-use crate::table::committed::{WATERMARK_KEY, WRITER};
+use crate::table::committed::{WATERMARK_KEY, WATERMARK_PREFIX, WRITER};
+use crate::table::fleet_keys::{CARRIED_INTENTS, CARRIED_LANES, LANE, NO_INTENTS, SLOT_MS};
 
 /// How many commits load the table first after another writer's commit was seen.
 const LOAD_FIRST_FOR: u32 = 16;
@@ -68,7 +68,8 @@ pub(super) struct Pacer {
     /// The slot this committer needs ([`desired_slot`]), published with each commit: the
     /// fleet's slot is the largest.
     slot_ms: u64,
-    /// The newest snapshot whose lane was read, so that a walk stops there.
+    /// The sequence number of the newest snapshot whose lane was read, so that a walk stops
+    /// there (sequence numbers only grow, and survive the expiry of that snapshot).
     lanes_read_to: Option<i64>,
     /// The watermark properties this committer's commits raise (one per segment log it reads):
     /// a lane whose snapshots name one of them wrote for the same log, i.e. it is this registrar
@@ -94,6 +95,9 @@ pub(super) struct Pacer {
     planned: Option<u64>,
     /// The wall clock the slot grid is read by: the system's, or a test's skewed one.
     clock: Option<Clock>,
+    /// Whether this node carries the fleet's intents (`commit.intents`): one that does not says
+    /// so in its snapshots ([`NO_INTENTS`]), and is never ranked as the committer.
+    carrying: bool,
 }
 
 impl Pacer {
@@ -105,8 +109,11 @@ impl Pacer {
         floor: Duration,
         carrying: bool,
         clock: Option<Clock>,
+        lane: Option<String>,
     ) -> Self {
-        let fleet = Fleet::default();
+        let fleet = lane
+            .filter(|l| is_lane(l))
+            .map_or_else(Fleet::default, Fleet::new);
         Pacer {
             table,
             floor,
@@ -124,6 +131,7 @@ impl Pacer {
             gap: Duration::ZERO,
             planned: None,
             clock,
+            carrying,
         }
     }
 
@@ -242,12 +250,17 @@ impl Pacer {
         self.fleet.own()
     }
 
-    /// The summary keys of this registrar's snapshots: its lane and the slot it needs.
-    pub(super) fn summary(&self) -> [(&'static str, String); 2] {
-        [
+    /// The summary keys of this registrar's snapshots: its lane and the slot it needs, and
+    /// whether it carries the fleet's intents.
+    pub(super) fn summary(&self) -> Vec<(&'static str, String)> {
+        let mut keys = vec![
             (LANE, self.fleet.own().to_string()),
             (SLOT_MS, self.slot_ms.to_string()),
-        ]
+        ];
+        if !self.carrying {
+            keys.push((NO_INTENTS, "1".to_string()));
+        }
+        keys
     }
 
     /// A watermark property this registrar's commits raise (see `own_watermarks`).
@@ -278,6 +291,21 @@ impl Pacer {
                 self.pace.conflicted();
                 self.publish();
             }
+        }
+        self.read_lanes(metadata);
+    }
+
+    /// The first attempt of this committer reads the lanes of the table it loaded at its start,
+    /// so that a node restarted into a fleet (a fleet-wide restart, a crash) knows the fleet
+    /// before its first commit: it publishes and leaves its batch to the committer, or waits
+    /// for its turn, instead of committing at once into the others' commits. `log`: the segment
+    /// log of its batch, whose lanes are its own before the restart.
+    pub(super) fn first_view(&mut self, metadata: &TableMetadata, log: Option<&str>) {
+        if self.lanes_read_to.is_some() || self.viewed.is_some() {
+            return;
+        }
+        if let Some(log) = log {
+            self.own_watermark(&format!("{WATERMARK_PREFIX}{log}"));
         }
         self.read_lanes(metadata);
     }
@@ -327,53 +355,74 @@ impl Pacer {
     }
 
     /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
-    /// most [`LANES_LOOKBACK`], none older than the lane memory): who else commits to it.
+    /// most [`LANES_LOOKBACK`]): who else commits to it.
+    ///
+    /// What a snapshot tells is dated by this node's clock at the read, not by the snapshot's
+    /// own timestamp, which is its writer's clock: a node ten minutes behind would otherwise hide
+    /// every snapshot under its own, and one ten minutes ahead would stay present for ten
+    /// minutes after it died. Only at the first read, which has no earlier read to date the
+    /// snapshots by, do their stamps count (none later than now, none older than the lane
+    /// memory).
     fn read_lanes(&mut self, metadata: &TableMetadata) {
-        let newest = metadata.current_snapshot_id();
         let now_ms = self.now_ms();
+        let first = self.lanes_read_to.is_none();
         let horizon = now_ms - self.fleet.memory_ms(now_ms);
+        let newest = metadata.current_snapshot().map(|s| s.sequence_number());
         let mut at = metadata.current_snapshot();
         for _ in 0..LANES_LOOKBACK {
             let Some(snapshot) = at else {
                 break;
             };
-            if Some(snapshot.snapshot_id()) == self.lanes_read_to
-                || snapshot.timestamp_ms() < horizon
+            if self
+                .lanes_read_to
+                .is_some_and(|read| snapshot.sequence_number() <= read)
+                || (first && snapshot.timestamp_ms() < horizon)
             {
                 break;
             }
-            let summary = &snapshot.summary().additional_properties;
-            if !summary.contains_key(WRITER) {
-                let at = snapshot.timestamp_ms();
-                self.other_kind_seen_ms = Some(self.other_kind_seen_ms.map_or(at, |s| s.max(at)));
-            }
-            if summary.contains_key(CARRIED_INTENTS) {
-                let at = snapshot.timestamp_ms();
-                self.carried_seen_ms = Some(self.carried_seen_ms.map_or(at, |s| s.max(at)));
-            }
-            if let Some(lanes) = summary.get(CARRIED_LANES) {
-                for lane in lanes.split(',').filter(|l| is_lane(l)) {
-                    self.fleet.carried(lane, snapshot.timestamp_ms());
-                }
-            }
-            if let Some(lane) = summary.get(LANE) {
-                if summary
-                    .get(WATERMARK_KEY)
-                    .is_some_and(|w| self.own_watermarks.contains(w))
-                {
-                    self.fleet.same_log(lane);
-                }
-                let slot = summary
-                    .get(SLOT_MS)
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-                self.fleet.observe(lane, snapshot.timestamp_ms(), slot);
-            }
+            let seen_ms = if first {
+                snapshot.timestamp_ms().min(now_ms)
+            } else {
+                now_ms
+            };
+            self.read_snapshot(&snapshot.summary().additional_properties, seen_ms);
             at = snapshot
                 .parent_snapshot_id()
                 .and_then(|p| metadata.snapshot_by_id(p));
         }
-        self.lanes_read_to = newest;
+        if newest.is_some() {
+            self.lanes_read_to = newest.max(self.lanes_read_to);
+        }
+    }
+
+    /// What one snapshot's summary tells of the fleet, seen at `seen_ms`.
+    fn read_snapshot(&mut self, summary: &std::collections::HashMap<String, String>, seen_ms: i64) {
+        let later = |known: Option<i64>| Some(known.map_or(seen_ms, |k| k.max(seen_ms)));
+        if !summary.contains_key(WRITER) {
+            self.other_kind_seen_ms = later(self.other_kind_seen_ms);
+        }
+        if summary.contains_key(CARRIED_INTENTS) {
+            self.carried_seen_ms = later(self.carried_seen_ms);
+        }
+        if let Some(lanes) = summary.get(CARRIED_LANES) {
+            for lane in lanes.split(',').filter(|l| is_lane(l)) {
+                self.fleet.carried(lane, seen_ms);
+            }
+        }
+        if let Some(lane) = summary.get(LANE) {
+            if summary
+                .get(WATERMARK_KEY)
+                .is_some_and(|w| self.own_watermarks.contains(w))
+            {
+                self.fleet.same_log(lane);
+            }
+            let slot = summary
+                .get(SLOT_MS)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            let carries = !summary.contains_key(NO_INTENTS);
+            self.fleet.observe(lane, seen_ms, slot, carries);
+        }
     }
 
     /// The gap after the start of the commit that just landed before the next may start: to
@@ -505,17 +554,6 @@ impl Pace {
     }
 }
 
-/// Snapshot summary key: the lane of the registrar that wrote the snapshot (a random id per
-/// committer, i.e. per process and table), so that registrars sharing a table can count each
-/// other and take turns.
-pub(crate) const LANE: &str = "thadam.lane";
-/// Snapshot summary key: the lanes of the nodes whose intents the snapshot carries (comma
-/// separated): a node that only publishes never commits, and is known to the fleet by them.
-pub(crate) const CARRIED_LANES: &str = "thadam.carried-lanes";
-/// Snapshot summary key: the slot length that registrar needs (from its commit round trip, see
-/// [`desired_slot`]), in ms: the fleet's slot is the largest of them.
-pub(crate) const SLOT_MS: &str = "thadam.slot-ms";
-
 /// How long a lane counts as present after its last snapshot, at the least (see
 /// [`Fleet::memory_ms`]).
 pub(super) const LANE_MEMORY_MS: i64 = 60_000;
@@ -589,7 +627,8 @@ pub(super) struct Fleet {
     committers: usize,
 }
 
-/// What the table's snapshots showed of one lane (times in ms since the epoch).
+/// What the table's snapshots showed of one lane (times in ms since the epoch, as this node saw
+/// them: see `Pacer::read_lanes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
     /// When it was last seen at work: a commit of its own, or an intent of it carried.
@@ -598,6 +637,11 @@ struct Seen {
     slot: u64,
     /// ... and when that commit was.
     slot_at: i64,
+    /// When it was last seen committing itself (`None`: only its intents were seen carried,
+    /// which anyone who can write an intent can claim).
+    committed: Option<i64>,
+    /// Whether its last commit said it carries the fleet's intents.
+    carries: bool,
 }
 
 /// What a lane does in a fleet that takes turns.
@@ -672,15 +716,18 @@ impl Fleet {
     }
 
     /// Notes a snapshot of `lane` committed at `at_ms` by a registrar that needs slots of
-    /// `slot_ms`.
-    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, slot_ms: u64) {
+    /// `slot_ms` and does (or does not) carry the fleet's intents. Of two snapshots seen at the
+    /// same moment (one read), the first noted (the newer) stands.
+    pub(super) fn observe(&mut self, lane: &str, at_ms: i64, slot_ms: u64, carries: bool) {
         let commit = Seen {
             at: at_ms,
             slot: slot_ms,
             slot_at: at_ms,
+            committed: Some(at_ms),
+            carries,
         };
         if let Some(seen) = self.lanes.get_mut(lane) {
-            if at_ms >= seen.slot_at {
+            if seen.committed.is_none_or(|c| at_ms > c) {
                 *seen = Seen {
                     at: seen.at.max(at_ms),
                     ..commit
@@ -705,6 +752,8 @@ impl Fleet {
                 at: at_ms,
                 slot: 0,
                 slot_at: at_ms,
+                committed: None,
+                carries: true,
             },
         );
     }
@@ -834,21 +883,35 @@ impl Fleet {
         }
         let slot = fleet_slot(&present);
         let lanes = self.takers(present.len());
-        // Where only some lanes take turns, this node's own lane ranks only once the table has
-        // shown it (a commit of its own, or an intent of it carried): the others rank only the
-        // lanes they have seen, and a node invisible to them that ranked itself among the
-        // committers would commit in another's slot, lose, and stay invisible, cycle after
-        // cycle (64 nodes: 52 such 409s in the first 12 s).
-        let own_ranks = present.len() <= lanes
-            || self
-                .lanes
-                .get(&self.own)
-                .is_some_and(|seen| now_ms.saturating_sub(seen.at) <= memory);
-        present
+        let ranked: Vec<&str> = if lanes < present.len() {
+            // Only a few committers: ranked among the lanes seen committing themselves that
+            // carry the fleet's intents (a lane known only from intents carried, which anyone
+            // who can write one can claim, or a node with `commit.intents: false`, would be a
+            // committer that never carries). This node's own lane ranks only once the table has
+            // shown a commit of it: the others rank only the lanes they have seen, and a node
+            // invisible to them that ranked itself among the committers would commit in
+            // another's slot, lose, and stay invisible, cycle after cycle (64 nodes: 52 such
+            // 409s in the first 12 s).
+            present
+                .iter()
+                .map(|(lane, _)| *lane)
+                .filter(|lane| {
+                    self.lanes.get(*lane).is_some_and(|seen| {
+                        seen.carries
+                            && seen
+                                .committed
+                                .is_some_and(|c| now_ms.saturating_sub(c) <= memory)
+                    })
+                })
+                .collect()
+        } else {
+            present.iter().map(|(lane, _)| *lane).collect()
+        };
+        ranked
             .iter()
             .enumerate()
-            .filter(|(rank, (lane, _))| {
-                *rank < lanes && ((*lane == self.own && own_ranks) || self.same_log.contains(*lane))
+            .filter(|(rank, lane)| {
+                *rank < lanes && (**lane == self.own || self.same_log.contains(**lane))
             })
             .map(|(rank, _)| next_slot(now_ms, slot, lanes, rank))
             .min()
@@ -1062,7 +1125,7 @@ mod tests {
 
     #[test]
     fn a_pacer_widens_only_for_a_conflict_another_registrar_won_and_loads_first_after_others() {
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None, None);
         assert!(!p.loads_first());
         // A load that found pyiceberg's commits since snapshot 3: load first, no widening.
         p.loaded(&chain(5, &[1, 2, 3]), Some(3), true);
@@ -1202,14 +1265,14 @@ mod tests {
         let now = 1_000_000;
         let mut a = Fleet::new("a".into());
         assert_eq!(a.next_start(now), None);
-        a.observe("a", now - 10, 100);
+        a.observe("a", now - 10, 100, true);
         assert_eq!(a.next_start(now), None, "only itself");
-        a.observe("c", now - 1_000, 200);
-        a.observe("b", now - 2_000, 150);
+        a.observe("c", now - 1_000, 200, true);
+        a.observe("b", now - 2_000, 150, true);
         let mut c = Fleet::new("c".into());
-        c.observe("a", now - 10, 100);
-        c.observe("b", now - 2_000, 150);
-        c.observe("c", now - 1_000, 200);
+        c.observe("a", now - 10, 100, true);
+        c.observe("b", now - 2_000, 150, true);
+        c.observe("c", now - 1_000, 200, true);
         let (sa, slot_a) = a.next_start(now).expect("slotted");
         let (sc, slot_c) = c.next_start(now).expect("slotted");
         // One slot length (the largest published), different slots.
@@ -1233,7 +1296,7 @@ mod tests {
         );
         // A lane not seen for a minute no longer counts.
         let later = now + LANE_MEMORY_MS + 5_000;
-        a.observe("a", later, 100);
+        a.observe("a", later, 100, true);
         assert_eq!(a.next_start(later), None);
     }
 
@@ -1242,17 +1305,17 @@ mod tests {
         let now = 10_000_000;
         // A small fleet: a minute, whatever the cycle.
         let mut small = Fleet::new("own".into());
-        small.observe("own", now, 200);
-        small.observe("x", now - 1_000, 200);
+        small.observe("own", now, 200, true);
+        small.observe("x", now - 1_000, 200, true);
         assert_eq!(small.memory_ms(now), LANE_MEMORY_MS);
         // 32 lanes with 1,350 ms slots: a 43.2 s cycle, so three of them. A node whose last
         // commit was 70 s ago (a 409 pushed it to the next cycle) is still counted, and every
         // node ranks the same 32 lanes.
         let mut big = Fleet::new("n00".into());
         for i in 0..31_i64 {
-            big.observe(&format!("n{i:02}"), now - i * 1_350, 1_350);
+            big.observe(&format!("n{i:02}"), now - i * 1_350, 1_350, true);
         }
-        big.observe("n31", now - 70_000, 1_350);
+        big.observe("n31", now - 70_000, 1_350, true);
         assert_eq!(big.memory_ms(now), 3 * 32 * 1_350);
         assert_eq!(big.present(now).len(), 32);
         assert_eq!(big.cycle_ms(now), Some(32 * 1_350));
@@ -1260,12 +1323,12 @@ mod tests {
         // within it already make a long cycle.
         let mut chain = Fleet::new("c00".into());
         for i in 0..64_i64 {
-            chain.observe(&format!("c{i:02}"), now - i * 1_500, 1_500);
+            chain.observe(&format!("c{i:02}"), now - i * 1_500, 1_500, true);
         }
         assert_eq!(chain.present(now).len(), 64);
         // A node gone for more than three cycles no longer counts.
         let later = now + 3 * 32 * 1_350 + 1;
-        big.observe("n00", later, 1_350);
+        big.observe("n00", later, 1_350, true);
         assert_eq!(big.present(later).len(), 1);
         assert_eq!(big.next_start(later), None);
     }
@@ -1276,7 +1339,7 @@ mod tests {
         let fleet = |own: &str| {
             let mut f = Fleet::new(own.into()).with_committers(8);
             for i in 0..20 {
-                f.observe(&format!("l{i:02}"), now - 1_000, 200);
+                f.observe(&format!("l{i:02}"), now - 1_000, 200, true);
             }
             f
         };
@@ -1284,7 +1347,7 @@ mod tests {
         let one = |own: &str| {
             let mut f = Fleet::new(own.into()).carrying();
             for i in 0..20 {
-                f.observe(&format!("l{i:02}"), now - 1_000, 200);
+                f.observe(&format!("l{i:02}"), now - 1_000, 200, true);
             }
             f
         };
@@ -1299,7 +1362,7 @@ mod tests {
         // In a fleet of up to ALL_TAKE_TURNS lanes, every lane takes turns.
         let mut few = Fleet::new("l02".into()).carrying();
         for i in 0..4 {
-            few.observe(&format!("l{i:02}"), now - 1_000, 200);
+            few.observe(&format!("l{i:02}"), now - 1_000, 200, true);
         }
         assert_eq!(few.cycle_ms(now), Some(4 * 200));
         assert_eq!(
@@ -1328,7 +1391,7 @@ mod tests {
             assert_eq!(fleet(own).turn(now), Turn::Carried { fallback: 5_000 });
         }
         let mut slow = fleet("l12");
-        slow.observe("l01", now, 1_000);
+        slow.observe("l01", now, 1_000, true);
         assert_eq!(
             slow.turn(now),
             Turn::Carried {
@@ -1338,7 +1401,7 @@ mod tests {
         // Without intents, every lane takes turns.
         let mut all = Fleet::new("l19".into());
         for i in 0..20 {
-            all.observe(&format!("l{i:02}"), now - 1_000, 200);
+            all.observe(&format!("l{i:02}"), now - 1_000, 200, true);
         }
         assert_eq!(all.cycle_ms(now), Some(20 * 200));
         assert!(matches!(all.turn(now), Turn::Slot { .. }));
@@ -1354,11 +1417,11 @@ mod tests {
         let start = now - 5_000;
         let mut f = Fleet::new("c0".into()).with_committers(8);
         for i in 0..20 {
-            f.observe(&format!("f{i:02}"), start, 900);
+            f.observe(&format!("f{i:02}"), start, 900, true);
         }
         let commits = |f: &mut Fleet, at: i64| {
             for i in 0..8 {
-                f.observe(&format!("c{i}"), at, 200);
+                f.observe(&format!("c{i}"), at, 200, true);
             }
             for i in 0..20 {
                 f.carried(&format!("f{i:02}"), at);
@@ -1385,7 +1448,7 @@ mod tests {
             }
         );
         // A publisher that commits again (its fallback) counts with what it publishes then.
-        f.observe("f03", later - 50, 400);
+        f.observe("f03", later - 50, 400, true);
         assert_eq!(f.cycle_ms(later), Some(8 * 400));
     }
 
@@ -1407,7 +1470,7 @@ mod tests {
         // 20 lanes seen; this node's lane ("l00a", lowest after l00) not among them.
         let mut f = Fleet::new("l00a".into()).with_committers(8);
         for i in 0..20 {
-            f.observe(&format!("l{i:02}"), now - 1_000, 200);
+            f.observe(&format!("l{i:02}"), now - 1_000, 200, true);
         }
         assert_eq!(
             f.turn(now),
@@ -1415,8 +1478,15 @@ mod tests {
                 fallback: MIN_FALLBACK_MS
             }
         );
-        // Once an intent of it was carried, it ranks (second lowest) and takes turns.
+        // An intent of it carried does not make it rank: anyone who can write an intent can
+        // claim a lane (a fake lowest one would hold every node off committing).
         f.carried("l00a", now - 500);
+        assert!(matches!(f.turn(now), Turn::Carried { .. }));
+        f.carried("0000", now - 500);
+        assert!(matches!(f.turn(now), Turn::Carried { .. }));
+        // Once the table shows a commit of its own, it ranks (second lowest, after l00; the
+        // claimed lane 0000 does not) and takes turns.
+        f.observe("l00a", now - 500, 200, true);
         assert_eq!(
             f.turn(now),
             Turn::Slot {
@@ -1425,26 +1495,28 @@ mod tests {
             }
         );
         // ... and a carried lane keeps the slot it published.
-        f.observe("l05", now - 400, 350);
+        f.observe("l05", now - 400, 350, true);
         f.carried("l05", now - 300);
         assert_eq!(
             f.lanes.get("l05"),
             Some(&Seen {
                 at: now - 300,
                 slot: 350,
-                slot_at: now - 400
+                slot_at: now - 400,
+                committed: Some(now - 400),
+                carries: true,
             })
         );
         // Seen long ago only: not ranked again until the table shows it anew.
         let later = now + f.memory_ms(now) + 60_000;
         for i in 0..20 {
-            f.observe(&format!("l{i:02}"), later - 1_000, 200);
+            f.observe(&format!("l{i:02}"), later - 1_000, 200, true);
         }
         assert!(matches!(f.turn(later), Turn::Carried { .. }));
         // Among as few lanes as take turns anyway, an unseen lane ranks at once.
         let mut small = Fleet::new("l00a".into()).with_committers(8);
-        small.observe("l00", now - 1_000, 200);
-        small.observe("l01", now - 1_000, 200);
+        small.observe("l00", now - 1_000, 200, true);
+        small.observe("l01", now - 1_000, 200, true);
         assert!(matches!(small.turn(now), Turn::Slot { .. }));
     }
 
@@ -1458,7 +1530,7 @@ mod tests {
         m["snapshots"][1]["summary"][LANE] = json!("00aa");
         m["snapshots"][1]["summary"][CARRIED_LANES] = json!("00bb,00cc,not a lane,");
         let m: TableMetadata = serde_json::from_value(m).expect("metadata");
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         p.read_lanes(&m);
         let lanes: Vec<&str> = p.fleet.lanes.keys().map(String::as_str).collect();
         assert_eq!(lanes, ["00aa", "00bb", "00cc"]);
@@ -1487,7 +1559,7 @@ mod tests {
     #[test]
     fn only_attempts_made_in_turn_set_the_slot() {
         let m = another_lane_now(100);
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None, None);
         // The first commit (made alone, in a crowd: 1.2 s) publishes no slot ...
         p.landed(&m, 1_200.0, false);
         assert_eq!(slot(&p), "0");
@@ -1512,7 +1584,7 @@ mod tests {
         // `commit.max_segments` per commit the fleet landed 111 of the 128 segments a second
         // fed it until that lane's next turn: a backlog of minutes.
         let m = another_lane_now(150);
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, false, None, None);
         p.landed(&m, 1_200.0, false);
         assert_eq!(p.planned, Some(150));
         p.landed(&m, 3_200.0, true);
@@ -1561,7 +1633,7 @@ mod tests {
         let fleet = |own: &str, lanes: usize| {
             let mut f = Fleet::new(own.into()).carrying();
             for i in 0..lanes {
-                f.observe(&format!("{i:012x}"), now - 1_000, 550);
+                f.observe(&format!("{i:012x}"), now - 1_000, 550, true);
             }
             f
         };
@@ -1586,7 +1658,7 @@ mod tests {
         );
         // After a commit that started 120 ms ago, the next starts at the cadence after that
         // start, whatever the grid of 550 ms slots says; a longer commit's next goes at once.
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         p.fleet = fleet(&committer, 20);
         p.last_start = Some(Instant::now() - Duration::from_millis(120));
         p.gap = p.next_gap();
@@ -1612,12 +1684,12 @@ mod tests {
     #[test]
     fn a_publishers_view_of_the_fleet_is_renewed_before_it_lapses() {
         let now = chrono::Utc::now().timestamp_millis();
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         // 128 lanes seen 50 s ago (the fleet's warm-up commits, and nothing carried since),
         // their slots no longer counted.
         let mut fleet = Fleet::new(format!("{:012x}", 7)).carrying();
         for i in 0..128 {
-            fleet.observe(&format!("{i:012x}"), now - 50_000, 0);
+            fleet.observe(&format!("{i:012x}"), now - 50_000, 0, true);
         }
         p.fleet = fleet;
         let Some(fallback) = p.fallback_ms() else {
@@ -1630,7 +1702,7 @@ mod tests {
         assert!(!p.view_holds_for(fallback * 3 / 2));
         // Lanes seen a second ago hold past the next fallback.
         for i in 0..128 {
-            p.fleet.observe(&format!("{i:012x}"), now - 1_000, 0);
+            p.fleet.observe(&format!("{i:012x}"), now - 1_000, 0, true);
         }
         assert!(p.view_holds_for(fallback * 3 / 2));
     }
@@ -1667,7 +1739,7 @@ mod tests {
     #[test]
     fn a_node_that_only_publishes_waits_longer_while_the_committers_carry() {
         let publisher = || {
-            let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+            let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
             p.fleet = Fleet::new("ffffffffffff".into()).carrying();
             p
         };
@@ -1691,7 +1763,7 @@ mod tests {
             Some(p.fallback_ms().expect("publisher"))
         );
         // A committer itself leaves nothing: it commits in its turn.
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         p.fleet = Fleet::new(format!("{:012x}", 1)).carrying();
         p.read_lanes(&committers_committed(1_000, true));
         assert_eq!(p.leave_to_committers_ms(), None);
@@ -1703,7 +1775,7 @@ mod tests {
         assert!(!is_stale_view(STALE_VIEW));
         assert!(is_stale_view(STALE_VIEW + Duration::from_millis(1)));
         let m = another_lane_now(100);
-        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         // Never viewed (the start loads anyway): nothing to refresh.
         assert!(!p.loads_first());
         p.landed(&m, 50.0, true);
@@ -1720,7 +1792,7 @@ mod tests {
     fn the_lanes_remembered_are_bounded() {
         let mut f = Fleet::new("own".into());
         for i in 0..(MAX_LANES as i64 + 50) {
-            f.observe(&format!("lane{i}"), i, 10);
+            f.observe(&format!("lane{i}"), i, 10, true);
         }
         assert_eq!(f.lanes.len(), MAX_LANES);
         assert!(f.lanes.contains_key(&format!("lane{}", MAX_LANES + 49)));

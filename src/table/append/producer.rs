@@ -24,23 +24,16 @@ use iceberg::table::Table;
 use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
 
 use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
-use super::intents::{Carried, ManifestRef};
+use super::intents::Carried;
 use super::manifest_list::{LastList, MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
-use super::pacing::CARRIED_LANES;
 use super::{ReadySegment, data_file};
 use crate::error::Result;
 use crate::runtime::warn_once;
 use crate::table::committed::{
     CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
 };
-
-/// The summary key of a snapshot that carried other nodes' intents: their count.
-pub(crate) const CARRIED_INTENTS: &str = "thadam.carried-intents";
-/// ... and per carried log the watermark that covers its intents and the seq it must reach
-/// (`committed::Guards`; snapshot retention expires such a snapshot only while each of them,
-/// and its own, covers it).
-pub(crate) const CARRIED_MARKS: &str = "thadam.carried-marks";
+use crate::table::fleet_keys::{CARRIED_INTENTS, CARRIED_LANES, CARRIED_MARKS, INTENTS_COPIED};
 
 /// The updates and requirements of one append commit.
 #[derive(Debug, Clone)]
@@ -127,17 +120,21 @@ impl<'a> PreparedAppend<'a> {
         self
     }
 
-    /// Carries `carried` in the snapshot: its manifests in the list, its segment ids in the
-    /// summary (after the batch's own), its files in the totals, its watermarks set.
+    /// Carries `carried` in the snapshot: the data files of the intents it carries go into its
+    /// own new manifest (ADDED by this snapshot, like its own new files), their segment ids in the
+    /// summary (after the batch's own), their watermarks set.
     pub(crate) fn with_carried(mut self, carried: &'a Carried) -> Self {
+        if carried.consumes() {
+            // Names no intent's manifest: see `INTENTS_COPIED`.
+            self.properties
+                .insert(INTENTS_COPIED.to_string(), "1".to_string());
+        }
         if carried.is_empty() {
             return self;
         }
         let ids = self.properties.entry(SEGMENT_IDS.to_string()).or_default();
         ids.push_str(&carried.encoded_ids);
         let count = self.files.len() + carried.ids.len();
-        // Files of carried manifests that were read ahead go into this commit's own manifest
-        // (and its summary's metrics) with its own new files: ADDED by this snapshot either way.
         self.files.extend(carried.files.iter().cloned());
         self.properties
             .insert(SEGMENT_COUNT.to_string(), count.to_string());
@@ -154,17 +151,6 @@ impl<'a> PreparedAppend<'a> {
             let lanes: Vec<&str> = carried.lanes.iter().map(String::as_str).collect();
             self.properties
                 .insert(CARRIED_LANES.to_string(), lanes.join(","));
-        }
-        // This node's segments carried as its own intents lie below its new files' (catalog
-        // order): the snapshot's catalog seq covers both.
-        if let Some(own) = carried.own_max_seq {
-            let seq = self
-                .properties
-                .get(CATALOG_SEQ)
-                .and_then(|v| v.parse::<u64>().ok())
-                .map_or(own, |s| s.max(own));
-            self.properties
-                .insert(CATALOG_SEQ.to_string(), seq.to_string());
         }
         self.carried = Some(carried);
         self
@@ -187,12 +173,12 @@ impl<'a> PreparedAppend<'a> {
             ));
         }
         validate_files(metadata, &self.files)?;
-        let summary = summary(metadata, &self.files, carried, self.properties)?;
+        let summary = summary(metadata, &self.files, self.properties)?;
         let AttemptManifests {
             snapshot_id,
             manifests,
             mut files,
-        } = attempt_manifests(table, &self.files, &carried.manifests, attempts).await?;
+        } = attempt_manifests(table, &self.files, attempts).await?;
 
         let root = metadata_root(metadata);
         let list_path = attempts.manifest_list_path(&root, snapshot_id);
@@ -290,7 +276,7 @@ impl<'a> PreparedAppend<'a> {
         }
         validate_files(self.table.metadata(), &self.files)?;
         // Without the intents: which of them the commit carries is decided on the loaded table.
-        attempt_manifests(self.table, &self.files, &[], attempts)
+        attempt_manifests(self.table, &self.files, attempts)
             .await
             .map(|_| ())
     }
@@ -308,19 +294,16 @@ fn metadata_root(metadata: &TableMetadata) -> String {
     format!("{}/metadata", metadata.location().trim_end_matches('/'))
 }
 
-/// The manifests of an attempt (see [`AppendAttempts`]): the fleet's intents it carries
-/// (`carried`) and the manifest of `added` (reused when the batch wrote it already), then the
-/// current snapshot's manifests with the batch's cached merges in place of their inputs, and on
-/// the batch's first attempt the merges the policy asks for. The new manifests are never part
-/// of a merge, so a merge stays valid when the batch or what it carries changes; but they count
-/// towards the policy's minimum, as Java counts a snapshot's appended manifests: a commit that
-/// carries intents merges like any append, where it once merged nothing and a fleet's table
-/// grew by one manifest per intent (64 nodes: 3,785 one-file manifests after a minute, and the
-/// first node to commit files of its own then read all of them in one merge).
+/// The manifests of an attempt (see [`AppendAttempts`]): the manifest of `added` (the batch's
+/// new files and those of the fleet's intents it carries; reused when the batch wrote it
+/// already), then the current snapshot's manifests with the batch's cached merges in place of
+/// their inputs, and on the batch's first attempt the merges the policy asks for. The new
+/// manifest is never part of a merge, so a merge stays valid when the batch or what it carries
+/// changes; but it counts towards the policy's minimum, as Java counts a snapshot's appended
+/// manifests.
 async fn attempt_manifests(
     table: &Table,
     added: &[DataFile],
-    carried: &[ManifestRef],
     attempts: &mut AppendAttempts,
 ) -> iceberg::Result<AttemptManifests> {
     let metadata = table.metadata();
@@ -385,13 +368,8 @@ async fn attempt_manifests(
             attempts.retire(&merge.manifest.manifest_path);
         }
     }
-    // The new manifests first: the carried ones (the newest, as Java lists a snapshot's
-    // appended manifests), then the batch's own.
-    let mut candidates: Vec<ManifestFile> = carried
-        .iter()
-        .map(|m| Carried::list_entry(m, snapshot_id))
-        .chain(new_manifest)
-        .collect();
+    // The new manifest first (the newest, as Java lists a snapshot's appended manifests).
+    let mut candidates: Vec<ManifestFile> = new_manifest.into_iter().collect();
     let new = candidates.len();
     candidates.reserve(data.len());
     let mut placed = vec![false; valid.len()];
@@ -696,7 +674,6 @@ fn merge_policy(table: &Table) -> MergePolicy {
 fn summary(
     metadata: &TableMetadata,
     files: &[DataFile],
-    carried: &Carried,
     properties: HashMap<String, String>,
 ) -> iceberg::Result<Summary> {
     let mut collector = SnapshotSummaryCollector::default();
@@ -717,33 +694,6 @@ fn summary(
     // do: a colliding key cannot corrupt the metrics).
     let mut additional = properties;
     additional.extend(collector.build());
-    // The carried manifests' files, which this node did not read: counts, rows and bytes.
-    for (key, n) in [
-        (
-            "added-data-files",
-            carried
-                .manifests
-                .iter()
-                .map(|m| u64::from(m.files))
-                .sum::<u64>(),
-        ),
-        (
-            "added-records",
-            carried.manifests.iter().map(|m| m.rows).sum(),
-        ),
-        (
-            "added-files-size",
-            carried.manifests.iter().map(|m| m.bytes).sum(),
-        ),
-    ] {
-        if n > 0 {
-            let before = additional
-                .get(key)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-            additional.insert(key.to_string(), (before + n).to_string());
-        }
-    }
     let previous = metadata.current_snapshot().map(|s| s.summary());
     update_totals(&mut additional, previous);
     Ok(Summary {

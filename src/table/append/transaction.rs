@@ -44,7 +44,7 @@ use iceberg::table::Table;
 
 use super::attempts::AppendAttempts;
 use super::hooks::Hooks;
-use super::intents::{Carried, Intents, MarkRaise};
+use super::intents::{Carried, IntentKey, Intents, MarkRaise};
 use super::pacing::Pacer;
 use super::producer::{AppendCommit, prepare_append};
 use super::retry::{
@@ -209,18 +209,24 @@ impl BatchCommit {
     /// its intents name manifests (`Hooks::intents_name_manifests`).
     pub(crate) fn new(
         name: TableName,
-        min_interval: Duration,
-        intents: bool,
+        commit: &crate::config::CommitPolicy,
         hooks: &Hooks,
     ) -> Self {
+        let key = commit.intents_key.as_ref().map(IntentKey::new);
         BatchCommit {
             pacer: Pacer::new(
                 name.to_string(),
-                min_interval,
-                intents,
+                commit.min_interval,
+                commit.intents,
                 hooks.node_clock.clone(),
+                hooks.lane.clone(),
             ),
-            intents: Intents::new(name.to_string(), intents, !hooks.intents_name_manifests),
+            intents: Intents::new(
+                name.to_string(),
+                commit.intents,
+                !hooks.intents_name_manifests,
+                key,
+            ),
             name,
             retry: None,
             resend: None,
@@ -256,6 +262,13 @@ impl BatchCommit {
         }
         let mut found = Vec::new();
         let mut carried = HashSet::new();
+        if let Some(table) = held.table() {
+            let log = input
+                .batch
+                .first()
+                .and_then(|r| r.segment.catalog_id.as_deref());
+            self.pacer.first_view(table.metadata(), log);
+        }
         // An idle committer's turn (see `carries_when_idle`): it loads and commits only when
         // there is something to carry.
         if input.batch.is_empty() && self.resend.is_none() && self.retry.is_none() {
@@ -269,8 +282,12 @@ impl BatchCommit {
                 });
             }
         }
-        // A node that does not take turns, whose batch is all published lately, leaves it to the
-        // committers without loading the table (see `defers_unloaded`).
+        // A node that does not take turns publishes what the table can take as it is (its
+        // schemas checked first, on a node just started) and leaves it to the committers without
+        // loading the table (see `defers_unloaded`).
+        if self.pacer.fallback_ms().is_some() {
+            self.accept_fitting(held, schemas, input.batch).await;
+        }
         if self.defers_unloaded(env, held, input.batch).await {
             self.pacer.deferred();
             let outcome = Outcome::Deferred;
@@ -319,9 +336,17 @@ impl BatchCommit {
             let todo = self
                 .still_missing(env, held, candidates, input.local, &mut found)
                 .await?;
-            if self.intents.has_own() {
+            if self.intents.has_own()
+                && let Some(table) = held.table()
+            {
                 let holds = |id: &SegmentId| held.holds_id(id);
-                carried.extend(self.intents.carried_by_others(env.store, &holds).await);
+                let covered = |log: &str, seq: u64| held.covered(log, seq);
+                let table = table.clone();
+                carried.extend(
+                    self.intents
+                        .carried_by_others(env.store, &table, &holds, &covered)
+                        .await,
+                );
             }
             if self.leaves_to_committers(env, held, &todo).await {
                 self.pacer.deferred();
@@ -419,11 +444,6 @@ impl BatchCommit {
                 let outcome = Outcome::AlreadyRegistered;
                 return Ok(self.no_commit(held, found, carried, outcome).await);
             }
-            let direct: Vec<ReadySegment> = todo
-                .iter()
-                .filter(|r| !fleet.own_seqs.contains(&r.segment.seq))
-                .cloned()
-                .collect();
             // Snapshot retention rides on the append (metadata only; see table::retention),
             // unless the catalog refused it (or this attempt tells whether it does).
             let expire = match env.config.snapshot_retention {
@@ -441,12 +461,12 @@ impl BatchCommit {
                 &table,
                 &env.config.url.bucket,
                 &env.writer_id(),
-                &direct,
+                &todo,
                 watermark.as_ref(),
                 &expire.snapshot_ids,
             )?
             .with_carried(&fleet)
-            .at(env.node_now_ms());
+            .at(snapshot_stamp(env.node_now_ms(), table.metadata()));
             for (key, value) in self.pacer.summary() {
                 append = append.with_summary(key, value);
             }
@@ -560,7 +580,12 @@ impl BatchCommit {
         let warm = async {
             if warms {
                 intents
-                    .warm(env.store, &env.config.url, sent.base.metadata())
+                    .warm(
+                        env.store,
+                        &env.config.url,
+                        sent.base.metadata(),
+                        env.now_ms(),
+                    )
                     .await;
             }
         };
@@ -747,6 +772,38 @@ impl BatchCommit {
             held.accept(&r.footer.arrow_schema);
         }
         Ok(Ready::Yes)
+    }
+
+    /// Notes the file schemas of `batch` that the table held takes as it is (no creation, no
+    /// schema change), in order, up to the first that it does not: only what the table can take
+    /// is published. A node that committed before knows them already; one just started (a
+    /// restart into a fleet) asks the schema merger, which reads nothing.
+    async fn accept_fitting(
+        &mut self,
+        held: &mut HeldTable,
+        schemas: &dyn Schemas,
+        batch: &[ReadySegment],
+    ) {
+        for r in batch {
+            if held.fits(&r.footer.arrow_schema) {
+                continue;
+            }
+            let Some(current) = held.table().map(Table::metadata_ref) else {
+                return;
+            };
+            match schemas
+                .reconcile(Some(current), Arc::clone(&r.footer))
+                .await
+            {
+                Ok(SchemaReconciled {
+                    table: None,
+                    change: None,
+                }) => held.accept(&r.footer.arrow_schema),
+                // A change (or a table another writer made meanwhile) goes through the commit
+                // path, in this node's own attempt; an error too.
+                _ => return,
+            }
+        }
     }
 
     /// Whether this committer, with nothing of its own to commit, still takes its turns to carry
@@ -1039,6 +1096,7 @@ impl BatchCommit {
                 &table,
                 env.config.commit.max_segments,
                 &|id: &SegmentId| held.holds_id(id),
+                env.now_ms(),
             )
             .await;
     }
@@ -1115,9 +1173,9 @@ impl BatchCommit {
         }
     }
 
-    /// The committer stops: the batch's attempts are over.
-    pub(crate) async fn abandon(&mut self, held: &HeldTable) {
-        self.intents.settle().await;
+    /// The committer stops: the batch's attempts are over, and the intents' deletes are done.
+    pub(crate) async fn abandon(&mut self, env: Env<'_>, held: &HeldTable) {
+        self.intents.settle(env.store, held.table()).await;
         if !self.written.is_idle() {
             self.batch_over(held, None).await;
         }
@@ -1139,6 +1197,21 @@ impl BatchCommit {
                 .increment(1);
         }
     }
+}
+
+/// The timestamp of a snapshot built on `metadata` by a node whose clock reads `now_ms`: never
+/// before the table's last snapshot (catalogs refuse a snapshot log out of order, Java's by more
+/// than a minute), so that a node whose clock is behind still commits; its snapshots then carry
+/// the last one's stamp.
+pub(crate) fn snapshot_stamp(now_ms: i64, metadata: &iceberg::spec::TableMetadata) -> i64 {
+    let last = metadata
+        .history()
+        .last()
+        .map(|entry| entry.timestamp_ms)
+        .into_iter()
+        .chain(metadata.current_snapshot().map(|s| s.timestamp_ms()))
+        .max();
+    last.map_or(now_ms, |last| now_ms.max(last))
 }
 
 /// Whether the table is ready for a batch's files.

@@ -73,6 +73,20 @@ pub fn decode_ids(value: &str) -> Vec<SegmentId> {
         .collect()
 }
 
+/// The [`SEGMENT_IDS`] summary value for segment ids already taken.
+pub fn encode_id_list<'a>(ids: impl IntoIterator<Item = &'a SegmentId>) -> String {
+    ids.into_iter().map(SegmentId::encode).collect()
+}
+
+/// Whether a [`SEGMENT_IDS`] value lists `id` (at one of its 16-character positions).
+pub fn lists_id(value: &str, id: &SegmentId) -> bool {
+    let encoded = id.encode();
+    value
+        .as_bytes()
+        .chunks(ID_CHARS)
+        .any(|chunk| chunk == encoded.as_bytes())
+}
+
 /// The [`SEGMENT_IDS`] summary value for a batch of object keys.
 pub fn encode_ids<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
     keys.into_iter()

@@ -46,11 +46,14 @@ mod set;
 mod watermark;
 
 pub(crate) use guards::{Guards, decode as decode_guards};
-pub use ids::{SEGMENT_COUNT, SEGMENT_IDS, SegmentId, decode_ids, encode_ids, fingerprint};
+pub use ids::{
+    SEGMENT_COUNT, SEGMENT_IDS, SegmentId, decode_ids, encode_id_list, encode_ids, fingerprint,
+    lists_id,
+};
 pub(crate) use manifests::live_file_ids;
 pub use set::{CommittedSet, Decision};
-pub(crate) use watermark::decode_mark;
 pub use watermark::{CATALOG_SEQ, Mark, MarkState, WATERMARK_KEY, WATERMARK_PREFIX, WRITER};
+pub(crate) use watermark::{decode_mark, mark_log};
 
 /// An `Uploaded` record of catalog `log` at `seq` for object key `key` (for the tests of the
 /// parts).

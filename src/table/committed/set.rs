@@ -204,6 +204,16 @@ impl CommittedSet {
         self.decide(segment) == Decision::Registered
     }
 
+    /// Whether a trusted watermark of `catalog` covers `seq` (every segment of that log at or
+    /// below it is in the table, whatever retention expired since).
+    pub(crate) fn covered(&self, catalog: &str, seq: u64) -> bool {
+        self.marks.get(catalog).is_some_and(|marks| {
+            marks
+                .iter()
+                .any(|m| m.state == MarkState::Trusted && seq <= m.seq)
+        })
+    }
+
     #[cfg(test)]
     /// The highest trusted watermark of `catalog`, if any.
     pub(crate) fn watermark(&self, catalog_id: &str) -> Option<u64> {

@@ -40,6 +40,11 @@ pub(super) fn parse_mark_key(key: &str) -> Option<(&str, Option<&str>)> {
     })
 }
 
+/// The segment log (catalog id) a watermark property belongs to.
+pub(crate) fn mark_log(key: &str) -> Option<&str> {
+    parse_mark_key(key).map(|(catalog, _)| catalog)
+}
+
 /// What is known of one watermark against the log being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MarkState {

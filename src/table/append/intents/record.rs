@@ -13,7 +13,13 @@
 //! [`INLINE_MAX`] (a batch of hundreds of segments, very wide tables), and reads both: a fleet
 //! upgraded node by node carries the intents its older nodes publish. An older node skips a /2
 //! intent as malformed (it is never committed wrongly), and its publisher commits it itself after
-//! its fallback.
+//! its fallback. A format this release does not know (`thadam-intent/3` and on) is a newer
+//! node's: skipped, remembered, never deleted.
+//!
+//! An intent is bound to its publisher: it names its segment log (`log`, the catalog id) and the
+//! watermark it raises must be that log's; each segment id must be the id of its data file's key,
+//! so a file cannot go in under another id. With the fleet key (`commit.intents_key`, see
+//! `signing`) the body must also carry a tag of that key.
 
 use std::sync::Arc;
 
@@ -21,13 +27,16 @@ use iceberg::spec::{DataContentType, DataFile, FieldSummary, TableMetadata};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::table::committed::{SegmentId, WATERMARK_PREFIX, decode_ids, decode_mark};
+use super::signing::IntentKey;
+use crate::table::committed::{SegmentId, WATERMARK_PREFIX, decode_ids, decode_mark, mark_log};
 
 /// The format that names a manifest (the releases before wrote only this one); an intent of a
 /// format other than it and [`FORMAT_INLINE`] is skipped.
 pub(crate) const FORMAT: &str = "thadam-intent/1";
 /// The format that holds the data files themselves.
 pub(crate) const FORMAT_INLINE: &str = "thadam-intent/2";
+/// What every format's name starts with: one this release does not know is a newer node's.
+const FORMAT_FAMILY: &str = "thadam-intent/";
 
 /// The largest body of data files a node puts in an intent; a larger batch is published as a
 /// manifest and an intent naming it. Small enough that the intents a carrier remembers stay
@@ -65,9 +74,19 @@ pub(crate) struct IntentRecord {
     pub segment_ids: String,
     /// The highest catalog seq among its segments.
     pub max_seq: u64,
-    /// The watermark the publisher's own commit would have raised.
+    /// The watermark the publisher's own commit would have raised: always its own log's.
     #[serde(default)]
     pub watermark: Option<MarkRaise>,
+    /// The publisher's segment log (its catalog id), when its segments have one (intents of the
+    /// releases before lack it: their watermark's log stands for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// The lowest catalog seq among its segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_seq: Option<u64>,
+    /// The fleet key's tag of the body before it (see `signing`); always the last member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
 }
 
 /// The manifest an intent publishes: its manifest-list entry, less what the carrier assigns
@@ -102,11 +121,21 @@ pub(crate) struct MarkRaise {
 pub(crate) enum Skip {
     /// Larger than [`MAX_BYTES`].
     TooLarge,
-    /// Not JSON of these formats, or its parts do not add up.
+    /// Not an intent at all: not JSON, or no format of this family. Never deleted (it may be
+    /// someone else's object).
+    Junk,
+    /// An intent of these formats whose parts do not add up.
     Malformed,
     /// For another table, another `url`, data files outside the `url`, or a manifest outside
     /// the table's metadata.
     Foreign,
+    /// Not bound to its publisher: a watermark of another log than its own, or a segment id
+    /// that is not the id of its file's key.
+    Forged,
+    /// No tag, or a wrong one, while the fleet has a key.
+    Unsigned,
+    /// A format of a newer release: left to the nodes that know it.
+    NewerFormat,
 }
 
 impl Skip {
@@ -114,9 +143,22 @@ impl Skip {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Skip::TooLarge => "too_large",
-            Skip::Malformed => "malformed",
+            Skip::Junk | Skip::Malformed => "malformed",
             Skip::Foreign => "foreign",
+            Skip::Forged => "forged",
+            Skip::Unsigned => "unsigned",
+            Skip::NewerFormat => "newer_format",
         }
+    }
+
+    /// Whether an intent skipped for this reason is one of this release's formats that can never
+    /// be carried, which any node may delete once it is old (see `Intents::list`). A newer
+    /// format is another release's; an oversized body was never read.
+    pub(crate) fn ages_out(self) -> bool {
+        matches!(
+            self,
+            Skip::Malformed | Skip::Foreign | Skip::Forged | Skip::Unsigned
+        )
     }
 }
 
@@ -127,6 +169,8 @@ pub(crate) struct Expect<'a> {
     pub url: &'a str,
     /// `<table location>/metadata`.
     pub metadata_root: &'a str,
+    /// The fleet key, when the fleet has one: only intents tagged with it are taken.
+    pub key: Option<&'a IntentKey>,
 }
 
 /// A checked intent and its decoded ids; the data files of a `thadam-intent/2` intent once
@@ -139,9 +183,29 @@ pub(crate) struct Intent {
 }
 
 impl IntentRecord {
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+    /// The body as published: tagged with `key` when the fleet has one (a record as this node
+    /// builds it has no tag of its own yet).
+    pub(crate) fn to_bytes_signed(&self, key: Option<&IntentKey>) -> Vec<u8> {
         // A struct of strings, numbers and JSON values always encodes.
-        serde_json::to_vec(self).unwrap_or_default()
+        let body = serde_json::to_vec(self).unwrap_or_default();
+        match key {
+            Some(key) => key.sign(&body),
+            None => body,
+        }
+    }
+
+    /// The body, untagged.
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_signed(None)
+    }
+
+    /// The segment log it is bound to: the one it names, else (the releases before) its
+    /// watermark's.
+    pub(crate) fn log(&self) -> Option<&str> {
+        self.log
+            .as_deref()
+            .or_else(|| self.watermark.as_ref().and_then(|m| mark_log(&m.property)))
     }
 
     /// Whether it holds its data files (`thadam-intent/2`) rather than naming a manifest.
@@ -159,6 +223,21 @@ impl IntentRecord {
 #[derive(Deserialize)]
 struct FilePath {
     file_path: String,
+}
+
+/// The one field read before the rest: which format the body is in.
+#[derive(Deserialize)]
+struct Head {
+    format: String,
+}
+
+/// The object key of a data file at `path` in the bucket of `url` (`s3://bucket/prefix`): what
+/// follows `s3://bucket/`, the key as it was recorded (see `io::keys::object_uri`).
+pub(crate) fn file_key<'p>(path: &'p str, url: &str) -> Option<&'p str> {
+    let bucket = url.strip_prefix("s3://")?.split('/').next()?;
+    path.strip_prefix("s3://")?
+        .strip_prefix(bucket)?
+        .strip_prefix('/')
 }
 
 /// Why the data files of an intent could not be decoded.
@@ -223,10 +302,20 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
     if bytes.len() as u64 > MAX_BYTES {
         return Err(Skip::TooLarge);
     }
-    let record: IntentRecord = serde_json::from_slice(bytes).map_err(|_| Skip::Malformed)?;
-    if record.format != FORMAT && record.format != FORMAT_INLINE {
-        return Err(Skip::Malformed);
+    let Head { format } = serde_json::from_slice(bytes).map_err(|_| Skip::Junk)?;
+    if format != FORMAT && format != FORMAT_INLINE {
+        return Err(if format.starts_with(FORMAT_FAMILY) {
+            Skip::NewerFormat
+        } else {
+            Skip::Junk
+        });
     }
+    if let Some(key) = expect.key
+        && !key.verifies(bytes)
+    {
+        return Err(Skip::Unsigned);
+    }
+    let record: IntentRecord = serde_json::from_slice(bytes).map_err(|_| Skip::Malformed)?;
     if record.table_uuid != expect.table_uuid || record.url != expect.url {
         return Err(Skip::Foreign);
     }
@@ -234,42 +323,14 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
     if ids.is_empty()
         || ids.len() * 16 != record.segment_ids.len()
         || ids.len() != record.manifest.files as usize
+        || record.min_seq.is_some_and(|min| min > record.max_seq)
     {
         return Err(Skip::Malformed);
     }
     if record.is_inline() {
-        // The data files themselves: one per segment, each under the fleet's `url`.
-        if record.files.len() != ids.len()
-            || !record.manifest.path.is_empty()
-            || record.manifest.length != 0
-        {
-            return Err(Skip::Malformed);
-        }
-        for file in &record.files {
-            let Ok(FilePath { file_path }) = serde_json::from_str(file.get()) else {
-                return Err(Skip::Malformed);
-            };
-            if !under(&file_path, &record.url) {
-                return Err(Skip::Foreign);
-            }
-        }
+        check_files(&record, &ids)?;
     } else {
-        let path = &record.manifest.path;
-        let inside = path
-            .strip_prefix(expect.metadata_root)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|name| {
-                !name.is_empty()
-                    && !name.contains('/')
-                    && !name.contains("..")
-                    && name.ends_with(".avro")
-            });
-        if !inside {
-            return Err(Skip::Foreign);
-        }
-        if record.manifest.length <= 0 || !record.files.is_empty() {
-            return Err(Skip::Malformed);
-        }
+        check_manifest(&record, expect)?;
     }
     if let Some(mark) = &record.watermark {
         let seq = decode_mark(&mark.value).map(|(seq, _)| seq);
@@ -279,12 +340,61 @@ pub(crate) fn parse(bytes: &[u8], expect: Expect<'_>) -> Result<Intent, Skip> {
         {
             return Err(Skip::Malformed);
         }
+        // The watermark it raises is its own log's, never another's.
+        if record.log.is_some() && mark_log(&mark.property) != record.log.as_deref() {
+            return Err(Skip::Forged);
+        }
     }
     Ok(Intent {
         record,
         ids,
         files: None,
     })
+}
+
+/// The data files of a `thadam-intent/2` intent: one per segment, each under the fleet's `url`,
+/// each the file of the key its segment id was taken from.
+fn check_files(record: &IntentRecord, ids: &[SegmentId]) -> Result<(), Skip> {
+    if record.files.len() != ids.len()
+        || !record.manifest.path.is_empty()
+        || record.manifest.length != 0
+    {
+        return Err(Skip::Malformed);
+    }
+    for (file, id) in record.files.iter().zip(ids) {
+        let Ok(FilePath { file_path }) = serde_json::from_str(file.get()) else {
+            return Err(Skip::Malformed);
+        };
+        if !under(&file_path, &record.url) {
+            return Err(Skip::Foreign);
+        }
+        if file_key(&file_path, &record.url).map(SegmentId::of) != Some(*id) {
+            return Err(Skip::Forged);
+        }
+    }
+    Ok(())
+}
+
+/// The manifest a `thadam-intent/1` intent names: in the table's metadata, holding no files of
+/// its own in the body (its files are checked against the ids when it is read, `load_files`).
+fn check_manifest(record: &IntentRecord, expect: Expect<'_>) -> Result<(), Skip> {
+    let path = &record.manifest.path;
+    let inside = path
+        .strip_prefix(expect.metadata_root)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|name| {
+            !name.is_empty()
+                && !name.contains('/')
+                && !name.contains("..")
+                && name.ends_with(".avro")
+        });
+    if !inside {
+        return Err(Skip::Foreign);
+    }
+    if record.manifest.length <= 0 || !record.files.is_empty() {
+        return Err(Skip::Malformed);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -301,6 +411,7 @@ pub(crate) mod tests {
             table_uuid: UUID,
             url: URL,
             metadata_root: ROOT,
+            key: None,
         }
     }
 
@@ -336,6 +447,9 @@ pub(crate) mod tests {
                 value: format!("{max_seq}:AAAAAAAAAAAAAAAA"),
                 after,
             }),
+            log: Some(format!("log-{lane}")),
+            min_seq: Some(max_seq.saturating_sub(keys.len() as u64) + 1),
+            sig: None,
         }
     }
 
@@ -351,13 +465,26 @@ pub(crate) mod tests {
     fn what_could_commit_the_wrong_thing_is_skipped() {
         let good = record("a", &["k1"], 7, None);
         let check = |r: &IntentRecord| parse(&r.to_bytes(), expect()).err();
-        assert_eq!(parse(b"{not json", expect()).err(), Some(Skip::Malformed));
+        assert_eq!(parse(b"{not json", expect()).err(), Some(Skip::Junk));
         assert_eq!(
             parse(&vec![b' '; MAX_BYTES as usize + 1], expect()).err(),
             Some(Skip::TooLarge)
         );
         let mut r = good.clone();
         r.format = "thadam-intent/2".into();
+        assert_eq!(check(&r), Some(Skip::Malformed));
+        let mut r = good.clone();
+        r.format = "thadam-intent/3".into();
+        assert_eq!(check(&r), Some(Skip::NewerFormat), "a newer node's");
+        let mut r = good.clone();
+        r.format = "something/1".into();
+        assert_eq!(check(&r), Some(Skip::Junk));
+        // Bound to its publisher: the watermark it raises is its own log's.
+        let mut r = good.clone();
+        r.log = Some("log-b".into());
+        assert_eq!(check(&r), Some(Skip::Forged));
+        let mut r = good.clone();
+        r.min_seq = Some(8);
         assert_eq!(check(&r), Some(Skip::Malformed));
         let mut r = good.clone();
         r.table_uuid = "another".into();
@@ -418,10 +545,18 @@ pub(crate) mod tests {
     fn an_intent_holding_its_files_names_only_files_under_the_url() {
         let check = |r: &IntentRecord| parse(&r.to_bytes(), expect()).err();
         let good = inline(
-            &["k1", "k2"],
+            &["fleet/d/1.parquet", "fleet/2.parquet"],
             &["s3://lake/fleet/d/1.parquet", "s3://lake/fleet/2.parquet"],
         );
         assert_eq!(check(&good), None);
+        // Each id is its file's key's: not another file's, not a made-up one.
+        let swapped = inline(
+            &["fleet/2.parquet", "fleet/d/1.parquet"],
+            &["s3://lake/fleet/d/1.parquet", "s3://lake/fleet/2.parquet"],
+        );
+        assert_eq!(check(&swapped), Some(Skip::Forged));
+        let renamed = inline(&["fleet/new-id"], &["s3://lake/fleet/d/1.parquet"]);
+        assert_eq!(check(&renamed), Some(Skip::Forged));
         assert!(
             parse(&good.to_bytes(), expect())
                 .expect("parses")
@@ -443,11 +578,11 @@ pub(crate) mod tests {
             check(&inline(&["k1", "k2"], &["s3://lake/fleet/1.parquet"])),
             Some(Skip::Malformed)
         );
-        let mut r = inline(&["k1"], &["s3://lake/fleet/1.parquet"]);
+        let mut r = inline(&["fleet/1.parquet"], &["s3://lake/fleet/1.parquet"]);
         r.manifest.path = format!("{ROOT}/x-m0.avro");
         r.manifest.length = 10;
         assert_eq!(check(&r), Some(Skip::Malformed));
-        let mut r = inline(&["k1"], &["s3://lake/fleet/1.parquet"]);
+        let mut r = inline(&["fleet/1.parquet"], &["s3://lake/fleet/1.parquet"]);
         r.files = vec![raw(
             serde_json::json!({ "path": "s3://lake/fleet/1.parquet" }),
         )];
@@ -519,7 +654,7 @@ pub(crate) mod tests {
             metadata.format_version(),
         )
         .expect("json");
-        let mut r = record("a", &["k1"], 7, None);
+        let mut r = record("a", &["fleet/d/1.parquet"], 7, None);
         r.format = FORMAT_INLINE.to_string();
         r.manifest.path.clear();
         r.manifest.length = 0;

@@ -2,13 +2,19 @@
 //! what the committer commits itself. The rules, each of which keeps a segment from being
 //! registered twice or a watermark from covering a segment the table lacks:
 //!
-//! - an intent is carried whole or not at all (its manifest is one file): one whose segments are
-//!   all in the table is **done** (deleted by whoever sees it, once past the grace period when it
-//!   is not ours); one with only some of them in the table is **stale** (a restarted publisher
-//!   registered part of it another way) and is never carried;
-//! - an intent sharing a segment with the committer's own batch, or with an intent chosen before
-//!   it, waits (this committer's own intents come first, then the oldest);
-//! - at most `budget` segments in all (`commit.max_segments`);
+//! - an intent is **done** when the table holds every one of its segments: by their ids, or by
+//!   the watermark it raises covering its last seq. Ids leave the table's summaries when
+//!   snapshot retention expires the snapshot that carried them; the watermark stays (retention
+//!   expires a carrying snapshot only once the watermarks it carried cover it), so an intent
+//!   left behind by a lost delete is never carried again, however old. A done intent is deleted
+//!   by whoever sees it;
+//! - of an intent with some segments in the table already (its publisher registered part of it
+//!   another way, or published the rest again after a restart), the **rest** is carried: its
+//!   data files are held one per segment, so a commit takes the ones the table lacks;
+//! - an intent sharing a segment the commit takes anyway (the committer's own batch, or an
+//!   intent chosen before it) waits; the oldest go first;
+//! - at most `budget` segments in all (`commit.max_segments`), except that an intent larger
+//!   than the budget goes alone, so that a publisher with a larger budget is not stranded;
 //! - watermarks: per property, the carried intents in seq order raise it only while each builds
 //!   on what the table (or the intent before it in the same commit) already has ([`MarkRaise`]'s
 //!   `after`), never down, and never a property the committer raises itself. Where the chain is
@@ -20,29 +26,27 @@ use std::collections::{BTreeMap, HashSet};
 use super::record::{Intent, MarkRaise};
 use crate::table::committed::{SegmentId, decode_mark};
 
-/// One listed intent, as [`select`] sees it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Candidate<'a> {
-    pub intent: &'a Intent,
-    /// Published by this committer.
-    pub own: bool,
+/// The order in which a commit considers intents (the oldest first). Reading ahead
+/// (`Intents::prefetch`) follows it too, so that what is read is what is carried.
+pub(crate) fn priority(intent: &Intent) -> (i64, String, u64) {
+    let r = &intent.record;
+    (r.created_ms, r.lane.clone(), r.max_seq)
 }
 
-/// The order in which a commit considers intents: this committer's own first, then the oldest.
-/// Reading ahead (`Intents::prefetch`) follows it too, so that what is read is what is carried.
-pub(crate) fn priority(intent: &Intent, own: bool) -> (bool, i64, String, u64) {
-    let r = &intent.record;
-    (!own, r.created_ms, r.lane.clone(), r.max_seq)
+/// One intent chosen: its index among the candidates, and the positions (into its ids, and
+/// into its data files, which follow the ids) of the segments the commit takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chosen {
+    pub index: usize,
+    pub take: Vec<usize>,
 }
 
 /// What [`select`] decided, by index into its candidates.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Selection {
-    pub carry: Vec<usize>,
-    /// Every segment in the table already.
+    pub carry: Vec<Chosen>,
+    /// Every segment in the table already: to be deleted, never carried.
     pub done: Vec<usize>,
-    /// Some segments in the table already: never carried.
-    pub stale: Vec<usize>,
     /// Watermark properties the carried intents raise, and their values.
     pub marks: BTreeMap<String, String>,
 }
@@ -53,8 +57,9 @@ pub(crate) struct Context<'a> {
     pub holds: &'a (dyn Fn(&SegmentId) -> bool + Sync),
     /// The seq of a watermark property in the table, if it is set.
     pub mark_seq: &'a dyn Fn(&str) -> Option<u64>,
-    /// Whether the table can take the intent's manifest (its schema and spec).
-    pub fits: &'a dyn Fn(&Intent) -> bool,
+    /// Whether the commit can take the candidate at this index now (its schema and spec, its
+    /// files read).
+    pub fits: &'a dyn Fn(usize) -> bool,
     /// The ids of the committer's own new files in this commit.
     pub reserved: &'a HashSet<SegmentId>,
     /// The watermark property the committer raises itself, if any.
@@ -63,41 +68,46 @@ pub(crate) struct Context<'a> {
     pub budget: usize,
 }
 
-/// Decides which of `candidates` a commit carries (see the module docs).
-pub(crate) fn select(candidates: &[Candidate<'_>], cx: &Context<'_>) -> Selection {
+/// Whether the table holds every segment of `intent` (see the module docs).
+pub(crate) fn is_done(intent: &Intent, cx: &Context<'_>) -> bool {
+    let covered = intent.record.watermark.as_ref().is_some_and(|m| {
+        (cx.mark_seq)(&m.property).is_some_and(|seq| seq >= intent.record.max_seq)
+    });
+    covered || intent.ids.iter().all(|id| (cx.holds)(id))
+}
+
+/// Decides which of `candidates` (other nodes' intents) a commit carries (see the module docs).
+pub(crate) fn select(candidates: &[&Intent], cx: &Context<'_>) -> Selection {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
-    order.sort_by_cached_key(|&i| priority(candidates[i].intent, candidates[i].own));
+    order.sort_by_cached_key(|&i| priority(candidates[i]));
     let mut out = Selection::default();
     let mut taken: HashSet<SegmentId> = HashSet::new();
     let mut carried = 0usize;
     for i in order {
-        let intent = candidates[i].intent;
-        let held = intent.ids.iter().filter(|id| (cx.holds)(id)).count();
-        if held == intent.ids.len() {
+        let intent = candidates[i];
+        if is_done(intent, cx) {
             out.done.push(i);
             continue;
         }
-        if held > 0 {
-            out.stale.push(i);
-            continue;
-        }
-        let clashes = intent
-            .ids
+        let take: Vec<usize> = (0..intent.ids.len())
+            .filter(|&k| !(cx.holds)(&intent.ids[k]))
+            .collect();
+        let clashes = take
             .iter()
-            .any(|id| cx.reserved.contains(id) || taken.contains(id));
-        if clashes || carried + intent.ids.len() > cx.budget || !(cx.fits)(intent) {
+            .any(|&k| cx.reserved.contains(&intent.ids[k]) || taken.contains(&intent.ids[k]));
+        // Over the budget only as the first one carried: alone.
+        let over = carried > 0 && carried + take.len() > cx.budget;
+        if clashes || over || !(cx.fits)(i) {
             continue;
         }
-        carried += intent.ids.len();
-        taken.extend(intent.ids.iter().copied());
-        out.carry.push(i);
+        carried += take.len();
+        taken.extend(take.iter().map(|&k| intent.ids[k]));
+        out.carry.push(Chosen { index: i, take });
     }
     out.marks = raised_marks(
-        out.carry.iter().filter_map(|&i| {
-            Some((
-                candidates[i].intent.record.max_seq,
-                candidates[i].intent.record.watermark.as_ref()?,
-            ))
+        out.carry.iter().filter_map(|c| {
+            let record = &candidates[c.index].record;
+            Some((record.max_seq, record.watermark.as_ref()?))
         }),
         cx,
     );
@@ -161,15 +171,12 @@ mod tests {
         marks: HashMap<String, u64>,
     }
 
-    fn run(table: &Table, cands: &[(Intent, bool)], reserved: &[&str], budget: usize) -> Selection {
+    fn run(table: &Table, cands: &[Intent], reserved: &[&str], budget: usize) -> Selection {
         let holds = |id: &SegmentId| table.held.contains(id);
         let mark = |p: &str| table.marks.get(p).copied();
-        let fits = |_: &Intent| true;
+        let fits = |_: usize| true;
         let reserved: HashSet<SegmentId> = reserved.iter().map(|k| SegmentId::of(k)).collect();
-        let candidates: Vec<Candidate<'_>> = cands
-            .iter()
-            .map(|(intent, own)| Candidate { intent, own: *own })
-            .collect();
+        let candidates: Vec<&Intent> = cands.iter().collect();
         select(
             &candidates,
             &Context {
@@ -190,8 +197,12 @@ mod tests {
         }
     }
 
+    fn indices(s: &Selection) -> Vec<usize> {
+        s.carry.iter().map(|c| c.index).collect()
+    }
+
     #[test]
-    fn done_and_stale_intents_are_never_carried() {
+    fn done_intents_are_never_carried_and_of_the_others_the_rest_is() {
         let mut table = empty();
         table.held.insert(SegmentId::of("a1"));
         table.held.insert(SegmentId::of("a2"));
@@ -199,49 +210,95 @@ mod tests {
         let s = run(
             &table,
             &[
-                (intent("a", &["a1", "a2"], 2, None), false),
-                (intent("b", &["b1", "b2"], 2, None), false),
-                (intent("c", &["c1"], 1, None), false),
+                intent("a", &["a1", "a2"], 2, None),
+                intent("b", &["b1", "b2"], 2, None),
+                intent("c", &["c1"], 1, None),
             ],
             &[],
             100,
         );
         assert_eq!(s.done, vec![0]);
-        assert_eq!(s.stale, vec![1]);
-        assert_eq!(s.carry, vec![2]);
+        // b's first segment is in the table already: its second is carried alone.
+        assert_eq!(
+            s.carry,
+            vec![
+                Chosen {
+                    index: 1,
+                    take: vec![1]
+                },
+                Chosen {
+                    index: 2,
+                    take: vec![0]
+                }
+            ]
+        );
     }
 
     #[test]
-    fn a_segment_is_carried_once_own_intents_first() {
-        // b's intent shares a segment with ours (a restarted publisher's old intent, say): ours
-        // goes, b's waits; c's shares one with the committer's own new files: it waits too.
+    fn an_intent_whose_watermark_covers_it_is_done_whatever_its_ids() {
+        // Its carrying snapshot was expired (the ids are gone), its watermark stayed.
+        let mut table = empty();
+        table.marks.insert("thadam.watermark.log-a".into(), 9);
+        let s = run(
+            &table,
+            &[
+                intent("a", &["a1", "a2"], 9, None),
+                intent("a", &["a3"], 10, Some(9)),
+            ],
+            &[],
+            100,
+        );
+        assert_eq!(s.done, vec![0]);
+        assert_eq!(indices(&s), vec![1]);
+        assert_eq!(
+            s.marks.get("thadam.watermark.log-a").map(String::as_str),
+            Some("10:AAAAAAAAAAAAAAAA")
+        );
+    }
+
+    #[test]
+    fn a_segment_is_carried_once() {
+        // b's intent shares a segment with the oldest (a restarted publisher's new intent, say):
+        // the oldest goes, b's waits; c's shares one with the committer's own new files.
+        let mut older = intent("a", &["x1", "x2"], 2, None);
+        older.record.created_ms = 500;
         let s = run(
             &empty(),
             &[
-                (intent("b", &["x1", "x2"], 2, None), false),
-                (intent("me", &["x2", "x3"], 3, None), true),
-                (intent("c", &["n1"], 1, None), false),
+                intent("b", &["x2", "x3"], 3, None),
+                older,
+                intent("c", &["n1"], 1, None),
             ],
             &["n1"],
             100,
         );
-        assert_eq!(s.carry, vec![1]);
-        assert!(s.done.is_empty() && s.stale.is_empty());
+        assert_eq!(indices(&s), vec![1]);
+        assert!(s.done.is_empty());
     }
 
     #[test]
-    fn the_budget_bounds_a_commit() {
+    fn the_budget_bounds_a_commit_but_a_larger_intent_goes_alone() {
         let s = run(
             &empty(),
             &[
-                (intent("a", &["a1", "a2"], 2, None), false),
-                (intent("b", &["b1", "b2"], 2, None), false),
-                (intent("c", &["c1"], 1, None), false),
+                intent("a", &["a1", "a2"], 2, None),
+                intent("b", &["b1", "b2"], 2, None),
+                intent("c", &["c1"], 1, None),
             ],
             &[],
             3,
         );
-        assert_eq!(s.carry, vec![0, 2]);
+        assert_eq!(indices(&s), vec![0, 2]);
+        let s = run(
+            &empty(),
+            &[
+                intent("a", &["a1", "a2", "a3"], 3, None),
+                intent("b", &["b1"], 1, None),
+            ],
+            &[],
+            2,
+        );
+        assert_eq!(indices(&s), vec![0], "the larger one alone");
     }
 
     #[test]
@@ -253,8 +310,8 @@ mod tests {
         let s = run(
             &table,
             &[
-                (intent("a", &["a3"], 30, Some(20)), false),
-                (intent("a", &["a2"], 20, Some(10)), false),
+                intent("a", &["a3"], 30, Some(20)),
+                intent("a", &["a2"], 20, Some(10)),
             ],
             &[],
             100,
@@ -265,37 +322,18 @@ mod tests {
             Some("30:AAAAAAAAAAAAAAAA")
         );
         // The intent to 20 is not listed (yet): the one to 30 is carried, the mark stays.
-        let s = run(
-            &table,
-            &[(intent("a", &["a3"], 30, Some(20)), false)],
-            &[],
-            100,
-        );
-        assert_eq!(s.carry, vec![0]);
+        let s = run(&table, &[intent("a", &["a3"], 30, Some(20))], &[], 100);
+        assert_eq!(indices(&s), vec![0]);
         assert!(s.marks.is_empty());
-        // A first intent (after nothing) raises an absent mark; never lowers a higher one.
-        let s = run(
-            &empty(),
-            &[(intent("a", &["a1"], 5, None), false)],
-            &[],
-            100,
-        );
+        // A first intent (after nothing) raises an absent mark.
+        let s = run(&empty(), &[intent("a", &["a1"], 5, None)], &[], 100);
         assert_eq!(
             s.marks.get(p).map(String::as_str),
             Some("5:AAAAAAAAAAAAAAAA")
         );
-        table.marks.insert(p.into(), 40);
-        let s = run(&table, &[(intent("a", &["a1"], 5, None), false)], &[], 100);
-        assert_eq!(s.carry, vec![0]);
-        assert!(s.marks.is_empty());
         // The committer's own property is its own commit's to raise.
-        let s = run(
-            &empty(),
-            &[(intent("me", &["m1"], 5, None), true)],
-            &[],
-            100,
-        );
-        assert_eq!(s.carry, vec![0]);
+        let s = run(&empty(), &[intent("me", &["m1"], 5, None)], &[], 100);
+        assert_eq!(indices(&s), vec![0]);
         assert!(s.marks.is_empty());
     }
 }
