@@ -27,6 +27,7 @@ async fn a_lost_commit_answer_converges_on_one_data_file() {
     keys.extend(h.ship_many(0, 3, 20).await);
     let mut config = h.config.clone();
     config.catalog_uri = proxy.uri.parse().expect("url");
+    common::metrics::recorder();
     let status = Harness::finish(h.start_with(config, Tuning::default()).await, 4).await;
 
     let table = h.table("telemetry").await.expect("table");
@@ -35,10 +36,20 @@ async fn a_lost_commit_answer_converges_on_one_data_file() {
     assert_eq!(proxy.seen(Kind::Append), 1, "{:?}", proxy.log());
     assert_eq!(table.metadata().snapshots().count(), 2);
     let t = status.tables.values().next().expect("table status");
+    // Its own commit, found in the table: registered (the one registered before it: skipped),
+    // so that a node's counts add up to what its log put in the table.
     assert_eq!(
         (t.registered, t.skipped),
-        (0, 4),
+        (3, 1),
         "found its own lost commit in the table"
+    );
+    let name = format!("{}.telemetry", h.namespace.join("."));
+    assert_eq!(
+        common::metrics::counter(
+            "thadam_iceberg_segments_registered_total",
+            &[("table", &name)]
+        ),
+        3.0
     );
 }
 

@@ -65,8 +65,9 @@ pub const METRICS: &[MetricDoc] = &[
         Kind::Counter,
         TABLE,
         None,
-        "Segments of this node's log now in the table: appended by this process, or (in a fleet) \
-         carried into it by another node; skipped duplicates not included. Summed over a fleet's \
+        "Segments of this node's log now in the table: appended by this process (a commit whose \
+         answer was lost included, once found landed), or (in a fleet) carried into it by another \
+         node; skipped duplicates not included. Summed over a fleet's \
          nodes it is what the table took (a node learns of carried segments at its next attempt).",
     ),
     doc(

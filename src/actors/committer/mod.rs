@@ -362,6 +362,8 @@ impl CommitterState {
             if self.pending.remove(&segment.seq).is_some() {
                 if attempted.carried.contains(&segment.seq) {
                     self.carried(&segment);
+                } else if attempted.ours.contains(&segment.seq) {
+                    self.landed_unheard(&segment);
                 } else {
                     self.skipped(&segment);
                 }

@@ -54,6 +54,31 @@ impl CommitterState {
         });
     }
 
+    /// A segment this node's own commit registered, one whose answer was lost: registered (its
+    /// metrics and status as for a commit heard), not a duplicate.
+    pub(super) fn landed_unheard(&mut self, segment: &UploadedSegment) {
+        tracing::debug!(table = %self.name, key = %segment.object_key, "registered by a commit whose answer was lost");
+        self.table.forget_seq(segment.seq);
+        self.resolve_registered(segment);
+        let name = self.name.to_string();
+        metrics::counter!("thadam_iceberg_segments_registered_total", "table" => name.clone())
+            .increment(1);
+        metrics::counter!("thadam_iceberg_data_files_registered_total", "table" => name.clone())
+            .increment(1);
+        metrics::counter!("thadam_iceberg_rows_registered_total", "table" => name.clone())
+            .increment(segment.row_count);
+        metrics::counter!("thadam_iceberg_registered_bytes_total", "table" => name.clone())
+            .increment(segment.file_size);
+        let seq = segment.seq;
+        let backlog = self.pending.len() as u64;
+        self.ctx().status.update(&name, |s| {
+            s.registered += 1;
+            s.waiting_since_ms = None;
+            s.backlog = backlog;
+            s.last_seq = Some(s.last_seq.map_or(seq, |l| l.max(seq)));
+        });
+    }
+
     /// The segments waiting, in the status board and the gauges: at every change of the queue,
     /// and while a commit is being retried (each attempt hands the committer back its mailbox).
     pub(super) fn publish_backlog(&self) {
@@ -73,6 +98,8 @@ impl CommitterState {
     /// Stops this table alone (see [`stops_table_only`]): reported in the status board (and so
     /// `/readyz`), in `thadam_iceberg_table_stopped`, and in the log; the memory its waiting
     /// segments held is released (they stay in the segment catalog, for the next start).
+    ///
+    /// [`stops_table_only`]: crate::table::quarantine::stops_table_only
     pub(super) fn stop_table(&mut self, e: &Error) {
         self.stopped = true;
         tracing::error!(

@@ -94,6 +94,9 @@ pub(crate) struct Attempted {
     pub found: Vec<UploadedSegment>,
     /// The seqs among `found` that another node of the fleet carried (this node's intents).
     pub carried: HashSet<u64>,
+    /// The seqs among `found` that this node's own commit registered, one whose answer was
+    /// lost: registered, not duplicates.
+    pub ours: HashSet<u64>,
     pub outcome: Outcome,
 }
 
@@ -200,6 +203,9 @@ pub(crate) struct BatchCommit {
     pacer: Pacer,
     /// The fleet's intents: this node's published ones, and what it read of the others'.
     intents: Intents,
+    /// The seqs of the current batch sent in a commit whose outcome is unknown (see
+    /// [`Attempted::ours`]).
+    sent_unknown: HashSet<u64>,
 }
 
 impl BatchCommit {
@@ -232,6 +238,7 @@ impl BatchCommit {
             resend: None,
             written: AppendAttempts::default(),
             retention: RetentionProbe::default(),
+            sent_unknown: HashSet::new(),
         }
     }
 
@@ -249,6 +256,35 @@ impl BatchCommit {
     /// registered already, failed with a pause before the next attempt, or holds a bad
     /// segment; an `Err` only when the failure is fatal (or the registrar stops).
     pub(crate) async fn attempt(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        schemas: &dyn Schemas,
+        input: AttemptInput<'_>,
+    ) -> Result<Attempted> {
+        let mut attempted = self.attempt_once(env, held, schemas, input).await;
+        if let Ok(attempted) = &mut attempted {
+            // Found in the table after a commit of ours whose answer was lost: ours landed.
+            attempted.ours = attempted
+                .found
+                .iter()
+                .map(|s| s.seq)
+                .filter(|seq| self.sent_unknown.contains(seq) && !attempted.carried.contains(seq))
+                .collect();
+        }
+        if !matches!(
+            attempted,
+            Ok(Attempted {
+                outcome: Outcome::RetryAfter(_),
+                ..
+            })
+        ) {
+            self.sent_unknown.clear();
+        }
+        attempted
+    }
+
+    async fn attempt_once(
         &mut self,
         env: Env<'_>,
         held: &mut HeldTable,
@@ -278,6 +314,7 @@ impl BatchCommit {
                 return Ok(Attempted {
                     found,
                     carried,
+                    ours: HashSet::new(),
                     outcome: Outcome::Deferred,
                 });
             }
@@ -299,6 +336,7 @@ impl BatchCommit {
             return Ok(Attempted {
                 found,
                 carried,
+                ours: HashSet::new(),
                 outcome,
             });
         }
@@ -374,6 +412,7 @@ impl BatchCommit {
                     return Ok(Attempted {
                         found,
                         carried,
+                        ours: HashSet::new(),
                         outcome,
                     });
                 }
@@ -381,6 +420,7 @@ impl BatchCommit {
                     return Ok(Attempted {
                         found,
                         carried,
+                        ours: HashSet::new(),
                         outcome: Outcome::BadSegment { seq, error },
                     });
                 }
@@ -407,6 +447,7 @@ impl BatchCommit {
                         return Ok(Attempted {
                             found,
                             carried,
+                            ours: HashSet::new(),
                             outcome,
                         });
                     }
@@ -511,6 +552,7 @@ impl BatchCommit {
                         return Ok(Attempted {
                             found,
                             carried,
+                            ours: HashSet::new(),
                             outcome,
                         });
                     }
@@ -538,6 +580,7 @@ impl BatchCommit {
             return Ok(Attempted {
                 found,
                 carried,
+                ours: HashSet::new(),
                 outcome,
             });
         }
@@ -631,7 +674,11 @@ impl BatchCommit {
             return Ok(Outcome::RetryAfter(delay));
         }
         match &failure {
-            Failure::Unknown(_) => self.written.unknown(),
+            Failure::Unknown(_) => {
+                self.written.unknown();
+                self.sent_unknown
+                    .extend(sent.segments.iter().map(|r| r.segment.seq));
+            }
             _ => self.written.refused(&sent.files, &sent.manifest_list),
         }
         self.delete_stale(&sent.base).await;
@@ -1158,6 +1205,7 @@ impl BatchCommit {
         Attempted {
             found,
             carried,
+            ours: HashSet::new(),
             outcome,
         }
     }
