@@ -12,6 +12,9 @@
 #                         [--rivals "1 2 5"] [--rival-rate 10] [--rival-seconds 30]
 #                         [--rows 100] [--rival-rows 10] [--s3 s3s-fs|seaweedfs] [--stock-s3]
 #                         [--retention none|max_age=D,min_snapshots=N]
+#                         [--faults [--fault-seed N] [--lost-intent-puts 0.05]
+#                          [--failed-deletes 0.10] [--lost-delete-answers 0.05]
+#                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
 #                         [--registrar-bin PATH] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
@@ -30,6 +33,41 @@
 #                   either way.
 # --stock-s3        run s3s-fs without the TCP_NODELAY shim (benches/e2e/nodelay.c): every GET
 #                   with a body then stalls ~44 ms (Nagle meeting delayed ACK)
+# --faults          put fault fronts (benches/contention/fronts.py: HTTP/1.1 proxies on
+#                   127.0.0.1, asyncio, one process each) between the runners and the servers:
+#                   the runners' configs name the fronts (catalog_uri, store.endpoint); the
+#                   feeders, the rivals and every check after the run go to the servers
+#                   directly. The fronts forward every request and answer byte for byte (SigV4
+#                   still verifies) except, drawn per request with the seed:
+#                   - S3: a PUT under `/_thadam-intents/` that S3 stored (2xx) loses its answer
+#                     (the connection is dropped: stored, unheard) with --lost-intent-puts;
+#                     a DELETE or bulk delete (`POST ?delete`) is answered `500 InternalError`
+#                     without being forwarded with --failed-deletes, else forwarded and, when
+#                     S3 answered 2xx, its answer lost with --lost-delete-answers (object_store
+#                     retries some of these itself);
+#                   - catalog: a commit (`POST .../namespaces/<ns>/tables/<t>` with an
+#                     `add-snapshot` update) that the catalog applied (2xx) loses its answer
+#                     with --lost-commit-answers ("commit state unknown");
+#                   a request whose answer was not 2xx keeps it (counted as spared). After the
+#                   drain, with the runners still running, the run polls once a second until
+#                   the table's intent folder is empty (listed through S3) and every runner's
+#                   backlog gauge is 0, or --cleanup-cap seconds pass, and reports how long
+#                   that took; then, as in every run, exactly once is checked, and anything
+#                   left FAILs it: an object under `_thadam-intents/<table uuid>/`, a backlog
+#                   not back to 0, or (fleet runs) a manifest list or manifest that no
+#                   snapshot names (rival runs: pyiceberg may leave its own, so only the
+#                   intents count there). A faults run that hits the drain cap fails too
+#                   (INCOMPLETE). The fronts' logs (one line per injected fault, with
+#                   the request's target) are in the state dir (fronts/*.log, kept with
+#                   --keep); the counts per run are in the "Faults injected" table.
+# --fault-seed      the fronts' seed (default: drawn at random); printed in the report
+# --lost-intent-puts, --failed-deletes, --lost-delete-answers, --lost-commit-answers
+#                   the fractions above (0..1; defaults 0.05, 0.10, 0.05, 0.10); only with
+#                   --faults
+# --cleanup-cap     with --faults: how long the intents may take to be cleaned after the drain
+#                   (default 120 s; an intent whose delete failed goes with its carrier's next
+#                   deletes, one whose PUT answer was lost with its publisher's fallback
+#                   commit, 5-16 s, so up to ~1 min)
 # --registrar-bin   use this runner binary instead of building one (`cargo build --release
 #                   --example registrar` in $THADAM_CACHE/target), e.g. for a before/after A/B
 #                   of two builds copied aside; the binary is copied into the state dir either
@@ -50,7 +88,7 @@
 # current snapshot against the keys in the logs); the script exits 1 if any run FAILs.
 #
 # Markdown on stdout, progress on stderr. Everything it starts (servers, runners, feeder,
-# rivals) is stopped by pid on exit. A full default run takes ~15 min on 2 cores when built.
+# rivals, fault fronts) is stopped by pid on exit. A full default run takes ~15 min on 2 cores when built.
 set -euo pipefail
 
 # shellcheck source=benches/common.sh
@@ -70,6 +108,14 @@ s3=s3s-fs
 retention=none
 registrar_bin=""
 keep=0
+faults=0
+fault_seed=""
+lost_intent_puts=0.05
+failed_deletes=0.10
+lost_delete_answers=0.05
+lost_commit_answers=0.10
+cleanup_cap=120
+fault_options=()
 # The command as typed: arguments with spaces (or empty) in single quotes.
 command_line="benches/contention.sh"
 for arg in "$@"; do
@@ -95,6 +141,13 @@ while (($#)); do
         --retention) retention="$2"; shift 2 ;;
         --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
+        --faults) faults=1; shift ;;
+        --fault-seed) fault_seed="$2"; fault_options+=("$1"); shift 2 ;;
+        --lost-intent-puts) lost_intent_puts="$2"; fault_options+=("$1"); shift 2 ;;
+        --failed-deletes) failed_deletes="$2"; fault_options+=("$1"); shift 2 ;;
+        --lost-delete-answers) lost_delete_answers="$2"; fault_options+=("$1"); shift 2 ;;
+        --lost-commit-answers) lost_commit_answers="$2"; fault_options+=("$1"); shift 2 ;;
+        --cleanup-cap) cleanup_cap="$2"; fault_options+=("$1"); shift 2 ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
@@ -114,6 +167,22 @@ done
 [[ -n "$nodes$rivals" ]] || die "nothing to run: --nodes and --rivals are both empty"
 [[ "$s3" == s3s-fs || "$s3" == seaweedfs ]] || die "--s3 is s3s-fs or seaweedfs, not $s3"
 [[ "$s3" == s3s-fs || "$stock_s3" == 0 ]] || die "--stock-s3 is a variant of --s3 s3s-fs"
+if ((faults)); then
+    for f in "$lost_intent_puts" "$failed_deletes" "$lost_delete_answers" "$lost_commit_answers"; do
+        if ! [[ "$f" =~ ^[0-9]*([.][0-9]+)?$ && "$f" =~ [0-9] ]] || ! awk -v f="$f" 'BEGIN { exit !(f <= 1) }'; then
+            die "a fault fraction is a number in 0..1, not $f"
+        fi
+    done
+    awk -v a="$failed_deletes" -v b="$lost_delete_answers" 'BEGIN { exit !(a + b <= 1) }' ||
+        die "--failed-deletes + --lost-delete-answers exceed 1"
+    [[ "$cleanup_cap" =~ ^[0-9]+$ ]] || die "--cleanup-cap: not a whole number of seconds: $cleanup_cap"
+    if [[ -z "$fault_seed" ]]; then
+        fault_seed="$(((RANDOM << 15) | RANDOM))"
+    fi
+    [[ "$fault_seed" =~ ^[0-9]+$ ]] || die "--fault-seed: not a whole number: $fault_seed"
+elif ((${#fault_options[@]})); then
+    die "${fault_options[0]} is an option of --faults"
+fi
 extra="$(bench_retention_yaml "$retention")"
 if [[ -n "$registrar_bin" ]]; then
     [[ -x "$registrar_bin" && -f "$registrar_bin" ]] || die "--registrar-bin $registrar_bin: not an executable file"
@@ -157,6 +226,12 @@ contention_cleanup() {
         for f in "$STATE"/pids/*.pid; do
             [[ -e "$f" ]] || continue
             stop_pidfile "$f" "$(basename "$f" .pid)" 5 "$STATE" || true
+        done
+    fi
+    if [[ -n "$STATE" && -d "$STATE/fronts" ]]; then
+        for f in "$STATE"/fronts/*.pid; do
+            [[ -e "$f" ]] || continue
+            stop_pidfile "$f" "the $(basename "$f" .pid) front" 5 "$STATE" || true
         done
     fi
     if ((rc == 0)); then
@@ -225,6 +300,51 @@ contention_start() {
     source "$STATE/srv/env"
     s3_pid="$(cat "$STATE/srv/$s3.pid")"
     catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
+    if ((faults)); then
+        start_fronts
+    fi
+}
+
+# start_front KIND ARGS...: one fault front (fronts.py KIND) on a free port of 127.0.0.1; its
+# pid in $STATE/fronts/KIND.pid (contention_cleanup stops it), its log in $STATE/fronts/KIND.log.
+start_front() {
+    local kind="$1" i
+    shift
+    "$PY" "$THADAM_REPO_ROOT/benches/contention/fronts.py" "$kind" --state "$STATE" \
+        --seed "$fault_seed" --port-file "$STATE/fronts/$kind.port" "$@" \
+        </dev/null >/dev/null 2>"$STATE/fronts/$kind.log" &
+    echo "$!" >"$STATE/fronts/$kind.pid"
+    for ((i = 0; i < 100; i++)); do
+        [[ -s "$STATE/fronts/$kind.port" ]] && return 0
+        pid_alive "$(cat "$STATE/fronts/$kind.pid")" || break
+        sleep 0.1
+    done
+    show_log_tail "$STATE/fronts/$kind.log" 20
+    die "the $kind fault front did not start"
+}
+
+# start_fronts: the S3 and catalog fault fronts (--faults); sets front_s3, front_catalog (their
+# URLs) and front_pids.
+start_fronts() {
+    mkdir -p "$STATE/fronts"
+    start_front s3 --upstream "$THADAM_TEST_S3_ENDPOINT" --lost-intent-puts "$lost_intent_puts" \
+        --failed-deletes "$failed_deletes" --lost-delete-answers "$lost_delete_answers"
+    start_front catalog --upstream "$THADAM_TEST_CATALOG_URI" \
+        --lost-commit-answers "$lost_commit_answers"
+    front_s3="http://127.0.0.1:$(cat "$STATE/fronts/s3.port")"
+    front_catalog="http://127.0.0.1:$(cat "$STATE/fronts/catalog.port")"
+    front_pids="s3=$(cat "$STATE/fronts/s3.pid"),catalog=$(cat "$STATE/fronts/catalog.pid")"
+    log "fault fronts (seed $fault_seed): S3 $front_s3 -> $THADAM_TEST_S3_ENDPOINT, catalog $front_catalog -> $THADAM_TEST_CATALOG_URI"
+}
+
+# runner_config NAME DATASET [EXTRA_YAML]: bench_config, through the fault fronts with --faults
+# (the catalog URI and the store's endpoint; the rest, keys and bucket, as they are).
+runner_config() {
+    if ((faults)); then
+        THADAM_TEST_CATALOG_URI="$front_catalog" THADAM_TEST_S3_ENDPOINT="$front_s3" bench_config "$@"
+    else
+        bench_config "$@"
+    fi
 }
 
 # run_driver MODE DATASET RATE SECONDS RIVALS NAME...: one run (contention.py run) on table
@@ -232,14 +352,19 @@ contention_start() {
 results=()
 run_driver() {
     local mode="$1" ds="$2" run_rate="$3" run_seconds="$4" run_rivals="$5" out pid names
+    local -a fault_args=()
     shift 5
     names="$(IFS=,; echo "$*")"
     out="$R/$mode-$ds.json"
+    if ((faults)); then
+        fault_args=(--fronts "s3=$front_s3,catalog=$front_catalog" --front-pids "$front_pids"
+            --fault-seed "$fault_seed" --cleanup-cap "$cleanup_cap")
+    fi
     "$PY" "$HELPER" run --mode "$mode" --table "bench.$ds" --dataset "$ds" --names "$names" \
         --state "$STATE" --registrar "$REGISTRAR" --crc-lib "$CRC_LIB" \
         --s3-pid "$s3_pid" --catalog-pid "$catalog_pid" --rate "$run_rate" \
         --seconds "$run_seconds" --drain-cap "$drain_cap" --rivals "$run_rivals" \
-        --rows "$rows" --rival-rows "$rival_rows" >"$out" &
+        --rows "$rows" --rival-rows "$rival_rows" "${fault_args[@]}" >"$out" &
     pid=$!
     REG_PIDS=("$pid")
     wait "$pid" || die "the $mode run on bench.$ds failed (exit $?); logs in $STATE (kept with --keep)"
@@ -270,7 +395,7 @@ for n in $nodes; do
     names=()
     for ((i = 0; i < n; i++)); do
         names+=("$ds-$(printf '%02d' "$i")")
-        bench_config "${names[-1]}" "$ds" "$extra"
+        runner_config "${names[-1]}" "$ds" "$extra"
     done
     log "fleet: $n runner(s) on bench.$ds, ${rate} seg/s each for ${seconds}s"
     run_driver fleet "$ds" "$rate" "$seconds" 0 "${names[@]}"
@@ -278,7 +403,7 @@ done
 
 for r in $rivals; do
     ds="$(unique_dataset "r${r//./_}")"
-    bench_config "$ds-00" "$ds" "$extra"
+    runner_config "$ds-00" "$ds" "$extra"
     log "rivals: one runner on bench.$ds at ${rival_rate} seg/s for ${rival_seconds}s, pyiceberg at $r commits/s"
     run_driver rivals "$ds" "$rival_rate" "$rival_seconds" "$r" "$ds-00"
 done
@@ -290,6 +415,9 @@ bench_machine_info | grep -v '^| registrar |'
 echo "| registrar | $registrar_desc |"
 echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }, snapshot retention $retention; --metrics-addr 127.0.0.1:0 |"
 echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by feeder processes (one per 32 nodes, connections opened before the window), then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
+if ((faults)); then
+    echo "| faults | fronts on 127.0.0.1 between the runners and the servers (benches/contention/fronts.py), seed $fault_seed: S3 intent PUTs' answers lost $lost_intent_puts, deletes (DELETE, bulk) answered 500 unforwarded $failed_deletes, their answers lost $lost_delete_answers; catalog commits' answers lost $lost_commit_answers (answers lost only when 2xx); cleanup cap ${cleanup_cap}s after the drain |"
+fi
 [[ -z "$rivals" ]] || echo "| rivals | ceil(R) pyiceberg processes, R commits/s in all: each commit loads the table, then \`table.append\` of ${rival_rows} rows (pyiceberg's own 409 retries: 4, then it gives up) |"
 echo
 rc=0
@@ -316,4 +444,17 @@ answer), p99 the same way; *commit interval*: `thadam_iceberg_commit_interval_se
 the end; *attempt files*: `thadam_iceberg_attempt_files_deleted_total`; "–": no such series
 (not in this build, or a counter never incremented).
 NOTES
+if ((faults)); then
+    cat <<'NOTES'
+*Faults injected* (--faults), per run (the warm-up included), from the fronts' counts: a lost
+answer is a request forwarded and answered 2xx by the server, then its connection dropped
+unanswered; a failed delete is answered `500 InternalError` by the front, never forwarded
+(object_store retries 5xx, so most are retried before the registrar sees one); *spared*: a
+request drawn for a lost answer whose server answer was not 2xx (passed on as it was). *intent
+objects / backlogs at drain end → cleanup*: objects under the table's intent folder and the
+runners' `thadam_iceberg_backlog_segments` summed when the drain ended, and how long (runners
+still running) until both were 0. *left*: after the runners stopped; any of it, or a backlog
+not back to 0 within the cap, FAILs the run (orphans only in fleet runs).
+NOTES
+fi
 exit "$rc"

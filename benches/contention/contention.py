@@ -5,7 +5,8 @@ THADAM_TEST_* variables of `scripts/servers` in the environment.
     contention.py run    --mode fleet|rivals --table NS.NAME --dataset D --names A,B,..
                          --state DIR --registrar BIN --crc-lib SO --s3-pid P --catalog-pid P
                          --rate R --seconds S --drain-cap S [--rivals R] [--rows N]
-                         [--rival-rows N]                                  -> JSON on stdout
+                         [--rival-rows N] [--fronts s3=URL,catalog=URL --front-pids
+                         s3=P,catalog=P --cleanup-cap S]                   -> JSON on stdout
     contention.py feed   --logs L1,L2,.. --dataset D --key-prefix P --rate R --seconds S
                          --rows N --crc-lib SO                   (a child of `run`)
     contention.py rival  --table NS.NAME --rate R --phase F --seconds S --rows N --writer K
@@ -22,6 +23,14 @@ through S3, then an `uploaded` record stamped at that moment: seglog.LogAppender
 rival writers in `--mode rivals`; then the drain, until every node registered what it was fed
 (at most --drain-cap seconds). The figures (see `report`) come from the runners' /metrics
 (deltas over window + drain), /proc of every process, and the table read back with pyiceberg.
+
+With --fronts (contention.sh --faults: the runners' configs point at the fault fronts of
+fronts.py, everything here goes to the servers directly), the run also takes the fronts'
+counts before and after (what they injected), and after the drain, with the runners still
+running, waits until nothing is left under the table's intent folder (at most --cleanup-cap
+seconds, polled through S3 once a second); then anything left (objects under the intent
+folder, manifest lists or manifests no snapshot names) FAILs the run like a segment
+registered twice.
 
 Children (runners, feeder, rivals) are recorded in `{state}/pids/*.pid` as they start, so that
 contention.sh can stop them by pid if this process dies; `run` stops them itself on any exit.
@@ -43,12 +52,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent.parent / "growth"))
-from common import Registrar, bench, log, markdown  # noqa: E402
+from common import REGISTERED_INCLUDES_CARRIED, Registrar, bench, log, markdown  # noqa: E402
 from seglog import Crc32c, LogAppender  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -68,6 +78,10 @@ CARRIED_BY_OTHERS = "thadam_iceberg_segments_carried_by_others_total"
 PUBLISHED = "thadam_iceberg_intents_published_total"
 CARRIED = "thadam_iceberg_intents_carried_total"
 SKIPPED = "thadam_iceberg_intents_skipped_total"
+# A node's segments found in the table already: after a lost commit answer (--faults) the
+# reconciling load finds the node's own landed commit, and counts its segments here, not in
+# REGISTERED.
+DUPLICATES = "thadam_iceberg_duplicates_skipped_total"
 
 
 # ---- segments --------------------------------------------------------------------------------
@@ -370,9 +384,12 @@ def delta(after: dict, before: dict, key: str) -> float:
 
 
 def handled(after: dict, before: dict) -> float:
-    """A node's segments in the table: registered by its own commits, or carried by another
-    node's (its published intents)."""
-    return delta(after, before, REGISTERED) + delta(after, before, CARRIED_BY_OTHERS)
+    """A node's segments in the table: registered by its own commits, carried by another
+    node's (its published intents), or found there when it reconciled (a lost commit answer).
+    A build whose segments_registered_total already counts the carried ones says so in its
+    help text (`common.REGISTERED_INCLUDES_CARRIED`): they are not added twice."""
+    carried = 0.0 if after.get(REGISTERED_INCLUDES_CARRIED) else delta(after, before, CARRIED_BY_OTHERS)
+    return delta(after, before, REGISTERED) + carried + delta(after, before, DUPLICATES)
 
 
 def labelled(after: list[dict], before: list[dict], name: str) -> dict[str, float]:
@@ -532,6 +549,7 @@ def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
         for m in read_manifest_list(table.io.new_input(uri)):
             reachable.add(m.manifest_path)
     counts = Counter()
+    found: list[str] = []
     for uri in bucket_objects(key_of(table.metadata.location) + "/metadata/"):
         if not uri.endswith(".avro"):
             continue
@@ -539,8 +557,10 @@ def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
         counts[kind] += 1
         if (uri not in lists) if kind == "list" else (uri not in reachable):
             counts[f"orphan_{kind}s"] += 1
+            found.append(uri)
     return {"lists": counts["list"], "manifests": counts["manifest"],
-            "orphan_lists": counts["orphan_lists"], "orphan_manifests": counts["orphan_manifests"]}
+            "orphan_lists": counts["orphan_lists"], "orphan_manifests": counts["orphan_manifests"],
+            "orphan_uris": sorted(found)[:50]}
 
 
 def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool,
@@ -625,6 +645,108 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
     }
 
 
+# ---- faults (contention.sh --faults) ---------------------------------------------------------
+
+INTENTS = "lake/_thadam-intents"  # under the runners' url (benches/common.sh bench_config)
+
+
+def pairs(text: str | None) -> dict[str, str]:
+    """`a=x,b=y` -> {a: x, b: y}."""
+    return dict(part.split("=", 1) for part in text.split(",")) if text else {}
+
+
+def front_counts(fronts: dict[str, str]) -> dict[str, dict]:
+    """Each fault front's counts (fronts.py answers GET /_thadam-front/counts itself)."""
+    out = {}
+    for kind, url in fronts.items():
+        try:
+            with urllib.request.urlopen(f"{url}/_thadam-front/counts", timeout=30) as r:
+                out[kind] = json.loads(r.read())
+        except OSError as e:
+            raise SystemExit(f"the {kind} fault front at {url} does not answer ({e}); see its "
+                             "log in the state dir (fronts/)") from e
+    return out
+
+
+def front_deltas(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict]:
+    """What the fronts did in between: counts and connections as deltas, the peak as read."""
+    out = {}
+    for kind, a in after.items():
+        b = before.get(kind, {})
+        bc = b.get("counts", {})
+        out[kind] = {"fractions": a["fractions"],
+                     "counts": {k: v - bc.get(k, 0) for k, v in a["counts"].items()
+                                if v - bc.get(k, 0)},
+                     "connections": a["connections"] - b.get("connections", 0),
+                     "peak_open": a["peak_open"]}
+    return out
+
+
+def intent_objects(table) -> dict[str, int]:
+    """Every object under the table's intent folder (listed through S3, the real server)."""
+    return bucket_objects(f"{INTENTS}/{table.metadata.table_uuid}/")
+
+
+def wait_cleanup(table, cap: float, regs: list[Registrar], names: list[str]) -> dict:
+    """After the drain, the runners still running: polls once a second until nothing is left
+    under the table's intent folder (listed through S3) and every runner's backlog gauge is 0
+    (none still waits to learn that its published segments were carried), or `cap` seconds
+    passed. An intent whose delete failed goes with its carrier's next deletes; one whose PUT
+    answer was lost, with its publisher's fallback commit (5-16 s) or a later carrier's."""
+    start = time.time()
+    at_drain = None
+    last_log = start
+    while True:
+        left = intent_objects(table)
+        backlog = {name: m.get(BACKLOG, 0.0) for name, reg in zip(names, regs)
+                   if (m := reg.try_metrics()) is not None}
+        waiting = sum(backlog.values()) + (len(regs) - len(backlog))  # unscraped: not yet 0
+        if at_drain is None:
+            at_drain = (len(left), sum(backlog.values()))
+        now = time.time()
+        if (not left and not waiting) or now - start >= cap:
+            break
+        for reg, name in zip(regs, names):
+            if not reg.alive():
+                raise SystemExit(f"runner {name} exited ({reg.returncode}) while the intents "
+                                 "were being cleaned")
+        if now - last_log >= 10:
+            log(f"  cleanup: {len(left)} object(s) left under the intent folder, backlogs "
+                f"{sum(backlog.values()):.0f}, after {now - start:.0f} s")
+            last_log = now
+        time.sleep(1.0)
+    took = time.time() - start
+    done = not left and not waiting
+    log(f"cleanup: {at_drain[0]} object(s) under the intent folder and backlogs {at_drain[1]:.0f} "
+        f"at the drain's end; " + (f"none left after {took:.1f} s" if done else
+                                   f"{len(left)} object(s) and backlogs {sum(backlog.values()):.0f} "
+                                   f"still there after {took:.1f} s (cap {cap:g} s)"))
+    return {"at_drain": at_drain[0], "backlog_at_drain": at_drain[1], "left": len(left),
+            "backlog": {k: v for k, v in backlog.items() if v}, "s": took, "cap": cap,
+            "cleaned": done, "keys": sorted(left)[:50]}
+
+
+def leftover_problems(mode: str, left: dict[str, int], orphan: dict,
+                      cleanup: dict | None) -> list[str]:
+    """What a faults run must not leave: any object under the intent folder, and (in a fleet
+    run, where every writer is a registrar) a manifest list or manifest no snapshot names;
+    nor end with a runner whose backlog never came back to 0."""
+    problems = []
+    if cleanup and cleanup["backlog"]:
+        problems.append(f"backlogs not back to 0 after the cleanup cap ({cleanup['cap']:g} s): "
+                        + ", ".join(f"{k} {v:.0f}" for k, v in sorted(cleanup["backlog"].items())))
+    if left:
+        keys = sorted(u.rsplit("/", 1)[-1] for u in left)
+        problems.append(f"{len(left)} object(s) left under _thadam-intents/ ("
+                        + ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "") + ")")
+    if mode == "fleet" and (orphan["orphan_lists"] or orphan["orphan_manifests"]):
+        names = [u.rsplit("/", 1)[-1] for u in orphan["orphan_uris"]]
+        problems.append(f"{orphan['orphan_lists']} manifest list(s) and "
+                        f"{orphan['orphan_manifests']} manifest(s) no snapshot names ("
+                        + ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") + ")")
+    return problems
+
+
 def cmd_run(args) -> dict:
     state = Path(args.state)
     pids = state / "pids"
@@ -637,8 +759,11 @@ def cmd_run(args) -> dict:
     crc = Crc32c(args.crc_lib)
     regs: list[Registrar] = []
     children: list[Child] = []
+    fronts = pairs(args.fronts)
+    front_pids = {k: int(v) for k, v in pairs(args.front_pids).items()}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
+        faults0 = front_counts(fronts) if fronts else None
         # Warm-up: one segment per node; node 0 creates the table with it.
         s3 = s3_client()
         for k, path in enumerate(logs):
@@ -668,7 +793,7 @@ def cmd_run(args) -> dict:
         deadline = time.time() + 120 + 10 * n
         while True:
             m = scrape(regs)
-            done = sum(x.get(REGISTERED, 0.0) + x.get(CARRIED_BY_OTHERS, 0.0) for x in m)
+            done = sum(handled(x, {}) for x in m)
             if done >= n - 1 and all(x.get(BACKLOG, 0.0) == 0 for x in m):
                 break
             if time.time() > deadline:
@@ -715,7 +840,8 @@ def cmd_run(args) -> dict:
             child.start(t0)
         while time.time() < t0:
             time.sleep(0.01)
-        servers = {"catalog": args.catalog_pid, "s3": args.s3_pid}
+        servers = {"catalog": args.catalog_pid, "s3": args.s3_pid,
+                   **{f"front_{k}": pid for k, pid in front_pids.items()}}
         cpu0 = {k: proc_cpu_s(p) for k, p in servers.items()}
         reg_cpu0 = [reg.proc_figures()["cpu_s"] for reg in regs]
         driver_cpu0 = self_cpu_s()
@@ -761,8 +887,16 @@ def cmd_run(args) -> dict:
         cpu["rivals"] = sum(r["cpu_s"] for r in rival_results)
         cpu["driver"] = self_cpu_s() - driver_cpu0
         after = scrape(regs)
-        log(f"drain: {'done' if drained else 'CAP HIT'} {drain_end - drain_start:.1f} s after "
-            "the feeder finished; stopping the runners")
+        cleanup = None
+        if fronts:
+            log(f"drain: {'done' if drained else 'CAP HIT'} {drain_end - drain_start:.1f} s after "
+                "the feeder finished; waiting for the intents to be cleaned")
+            cleanup = wait_cleanup(bench.catalog().load_table(args.table),
+                                   args.cleanup_cap if drained else 0.0, regs, names)
+            log("stopping the runners")
+        else:
+            log(f"drain: {'done' if drained else 'CAP HIT'} {drain_end - drain_start:.1f} s "
+                "after the feeder finished; stopping the runners")
         codes = [reg.wait(stop=True) for reg in regs]
 
         commits = {o: sum(delta(a, b, f"{COMMITS}:{o}") for a, b in zip(after, before))
@@ -778,8 +912,8 @@ def cmd_run(args) -> dict:
             "skipped": sum(labelled(after, before, SKIPPED).values()),
         }
         table = bench.catalog().load_table(args.table)
-        intent_dir = f"lake/_thadam-intents/{table.metadata.table_uuid}/"
-        intents["left"] = sum(1 for uri in bucket_objects(intent_dir) if uri.endswith(".json"))
+        left = intent_objects(table)
+        intents["left"] = sum(1 for uri in left if uri.endswith(".json"))
         rival_ok = sum(r["ok"] for r in rival_results) if rivals else None
         out = {
             "mode": args.mode,
@@ -811,6 +945,15 @@ def cmd_run(args) -> dict:
         if any(codes):
             out["exactly_once"]["problems"].append(f"runner exit codes {codes}")
             out["exactly_once"]["status"] = "FAIL"
+        if fronts:
+            eo = out["exactly_once"]
+            left_problems = leftover_problems(args.mode, left, out["orphans"], cleanup)
+            eo["problems"].extend(left_problems)
+            if left_problems and drained:
+                eo["status"] = "FAIL"
+            out["faults"] = {"seed": args.fault_seed,
+                             "fronts": front_deltas(faults0, front_counts(fronts)),
+                             "cleanup": cleanup, "left_keys": sorted(left)[:50]}
         return out
     finally:
         for child in children:
@@ -909,11 +1052,61 @@ DETAIL_HEADERS = ["segments fed / registered", "drain", "registrar snapshots (se
                   "intents published / carried by another node / by their own / skipped"]
 
 
+def faults_row(r: dict) -> list[str]:
+    """What the fronts injected in one run, and what was left after it."""
+    f = r["faults"]
+    s3 = f["fronts"].get("s3", {"counts": {}, "connections": 0, "peak_open": 0})
+    cat = f["fronts"].get("catalog", {"counts": {}, "connections": 0, "peak_open": 0})
+    a, c = s3["counts"], cat["counts"]
+    spared = sum(v for k, v in {**a, **c}.items() if k.startswith("spared:"))
+    errors = Counter()
+    for k, v in {**a, **c}.items():
+        if k.startswith("errors:"):
+            errors[k.removeprefix("errors:")] += v
+    cl = f["cleanup"]
+    o = r["orphans"]
+    cleanup = "–" if cl is None else (
+        f"{cl['at_drain']} / {cl['backlog_at_drain']:.0f} → "
+        + (f"none after {cl['s']:.1f} s" if cl["cleaned"] else
+           f"{cl['left']} / {sum(cl['backlog'].values()):.0f} at {cl['s']:.0f} s "
+           f"(cap {cl['cap']:g} s)"))
+    first = f"{r['nodes']}" if r["mode"] == "fleet" else f"{r['rivals']:g}"
+    return [
+        first,
+        f"{a.get('fault:lost_intent_put_answer', 0)} / {a.get('requests:put_intent', 0)}",
+        f"{a.get('fault:failed_delete', 0)} / {a.get('fault:failed_bulk_delete', 0)}",
+        f"{a.get('fault:lost_delete_answer', 0)} / {a.get('fault:lost_bulk_delete_answer', 0)}",
+        f"{a.get('requests:delete', 0)} / {a.get('requests:bulk_delete', 0)}",
+        f"{c.get('fault:lost_commit_answer', 0)} / {c.get('commits_applied', 0)} "
+        f"({c.get('requests:commit', 0)} sent)",
+        f"{spared}",
+        f"{sum(v for k, v in a.items() if k.startswith('requests:')):,} / "
+        f"{sum(v for k, v in c.items() if k.startswith('requests:')):,}",
+        f"{s3['connections']} ({s3['peak_open']}) / {cat['connections']} ({cat['peak_open']})",
+        f"{num(r['cpu_s'].get('front_s3', 0.0), 1)} / {num(r['cpu_s'].get('front_catalog', 0.0), 1)}",
+        ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "0",
+        cleanup,
+        f"{len(f['left_keys'])} / {o['orphan_lists']} / {o['orphan_manifests']}",
+    ]
+
+
+FAULT_HEADERS = ["lost intent-PUT answers / intent PUTs",
+                 "failed deletes (500, not forwarded): DELETE / bulk",
+                 "lost delete answers: DELETE / bulk", "deletes seen: DELETE / bulk",
+                 "lost commit answers / commits applied", "spared (answer not 2xx)",
+                 "requests through the fronts: S3 / catalog",
+                 "front connections (peak open): S3 / catalog", "front CPU s: S3 / catalog",
+                 "front errors", "intent objects / backlogs at drain end → cleanup",
+                 "left: intent objects / orphan lists / manifests"]
+
+
 def cmd_report(args) -> int:
     results = [json.loads(Path(p).read_text()) for p in args.results]
     fleet = [r for r in results if r["mode"] == "fleet"]
     rivals = [r for r in results if r["mode"] == "rivals"]
-    failed = [r for r in results if r["exactly_once"]["status"] == "FAIL"]
+    # A faults run passes only OK: one that did not drain did not show that it ends.
+    failed = [r for r in results if r["exactly_once"]["status"] == "FAIL"
+              or (r.get("faults") and r["exactly_once"]["status"] != "OK")]
     if fleet:
         r0 = fleet[0]
         print(f"### Fleet: N registrars on one table, each fed {r0['rate']:g} seg/s for "
@@ -966,8 +1159,18 @@ def cmd_report(args) -> int:
         print()
         print(markdown(["R", *DETAIL_HEADERS, "rival append p50 (worst writer)"], details))
         print()
+    faulted = [r for r in results if r.get("faults")]
+    if faulted:
+        seeds = sorted({r["faults"]["seed"] for r in faulted})
+        print(f"### Faults injected (seed {', '.join(map(str, seeds))})")
+        print()
+        print(markdown(["N / rival commits/s", *FAULT_HEADERS],
+                       [faults_row(r) for r in faulted]))
+        print()
     for r in failed:
-        print(f"FAIL: {r['table']}: {'; '.join(r['exactly_once']['problems'])}")
+        status = r["exactly_once"]["status"]
+        print(f"FAIL: {r['table']}: {'' if status == 'FAIL' else status + ': '}"
+              f"{'; '.join(r['exactly_once']['problems'])}")
     return 1 if failed else 0
 
 
@@ -990,6 +1193,11 @@ def main() -> None:
     r.add_argument("--rivals", type=float, default=0)
     r.add_argument("--rows", type=int, default=100)
     r.add_argument("--rival-rows", type=int, default=10)
+    r.add_argument("--fronts", help="fault fronts, kind=URL,... (contention.sh --faults)")
+    r.add_argument("--front-pids", help="their pids, kind=PID,...")
+    r.add_argument("--fault-seed", type=int, help="the fronts' seed (only reported)")
+    r.add_argument("--cleanup-cap", type=float, default=120,
+                   help="with --fronts: how long to wait for the intent folder to empty")
     f = sub.add_parser("feed")
     f.add_argument("--logs", required=True)
     f.add_argument("--dataset", required=True)

@@ -25,6 +25,11 @@ def log(msg: str) -> None:
           flush=True)
 
 
+REGISTERED_HELP = "# HELP thadam_iceberg_segments_registered_total "
+# Set (1.0) in a parse whose segments_registered_total includes the segments carried by others.
+REGISTERED_INCLUDES_CARRIED = "registered_includes_carried"
+
+
 def parse_metrics(text: str, table: str) -> dict[str, float]:
     """Series of one table (plus unlabelled ones), keyed `name` or `name{le=..}` for buckets
     (`name@phase` for a histogram by `phase`);
@@ -32,6 +37,10 @@ def parse_metrics(text: str, table: str) -> dict[str, float]:
     `name:value`, by any other (cause) under `name`."""
     out: dict[str, float] = {}
     for line in text.splitlines():
+        if line.startswith(REGISTERED_HELP) and "carried into it" in line:
+            # Since the fleet exactly-once work, a node's segments_registered_total counts its
+            # log's segments whoever committed them (carried by others included).
+            out[REGISTERED_INCLUDES_CARRIED] = 1.0
         if not line or line.startswith("#"):
             continue
         head, _, value = line.rpartition(" ")
