@@ -22,7 +22,7 @@
 //! references it was sent and not refused, because a commit whose outcome is unknown (5xx, a lost
 //! answer, a stop while in flight) may have landed. Untainted files that no attempt will reuse
 //! (a refused attempt's manifest list, a replaced new manifest, a merge whose inputs are gone,
-//! everything left when the batch lands or is given up) are handed out by [`Self::take_stale`]
+//! everything left when the batch lands or is given up) are handed out by [`AppendAttempts::take_stale`]
 //! for the committer to delete. Data files are never among them.
 
 use std::collections::HashMap;

@@ -1789,6 +1789,55 @@ mod tests {
     }
 
     #[test]
+    fn what_a_node_reads_is_dated_by_its_own_clock_at_the_read() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicI64, Ordering};
+        const TEN_MINUTES: i64 = 600_000;
+        let real = 1_000_000_000_000;
+        let lane = |l: &str, ts: i64| (json!({LANE: l, SLOT_MS: "100", WRITER: "w"}), ts);
+        let pacer = |at: &Arc<AtomicI64>| {
+            let at = Arc::clone(at);
+            let clock: Clock = Arc::new(move || at.load(Ordering::SeqCst));
+            Pacer::new("ns.t".into(), Duration::ZERO, true, Some(clock), None)
+        };
+        let one = crate::testing::metadata_with(&[lane("00aa", real)]);
+        // Ten minutes behind: the other lane's snapshot, stamped on time, is in this node's
+        // future; it is present (not hidden), and gone a lane memory after it was read.
+        let behind = Arc::new(AtomicI64::new(real - TEN_MINUTES));
+        let mut p = pacer(&behind);
+        p.loaded(&one, None, false);
+        assert!(p.slotted(), "the other lane is present");
+        behind.fetch_add(LANE_MEMORY_MS + 1_000, Ordering::SeqCst);
+        assert!(!p.slotted(), "and forgotten a lane memory after the read");
+        // Ten minutes ahead: at its first read the other lane looks ten minutes old, but what
+        // was committed since a read is dated by the read that finds it.
+        let ahead = Arc::new(AtomicI64::new(real + TEN_MINUTES));
+        let mut q = pacer(&ahead);
+        q.loaded(&one, None, false);
+        assert!(!q.slotted());
+        let two = crate::testing::metadata_with(&[lane("00aa", real), lane("00bb", real + 1)]);
+        q.loaded(&two, one.current_snapshot_id(), false);
+        assert!(
+            q.slotted(),
+            "a lane committed since the last read is present"
+        );
+    }
+
+    #[test]
+    fn a_node_started_into_a_fleet_knows_it_before_its_first_attempt() {
+        let m = another_lane_now(100);
+        let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
+        assert!(!p.slotted());
+        p.first_view(&m, Some("log"));
+        assert!(p.slotted(), "the lanes of the table loaded at the start");
+        // Only once: later views come from loads and commits.
+        let mut q = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
+        q.landed(&chain(1, &[1]), 10.0, true);
+        q.first_view(&m, None);
+        assert!(!q.slotted());
+    }
+
+    #[test]
     fn the_lanes_remembered_are_bounded() {
         let mut f = Fleet::new("own".into());
         for i in 0..(MAX_LANES as i64 + 50) {

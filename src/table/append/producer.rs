@@ -160,7 +160,7 @@ impl<'a> PreparedAppend<'a> {
     /// files, the merges of the batch's first attempt, always a manifest list), and returns the
     /// commit: the watermark property, the snapshot and the `main` ref, then the expired
     /// snapshots; asserting the table's UUID and the snapshot it was built on. Failures here
-    /// happen before any request to the catalog (see [`super::preparation_failure`]).
+    /// happen before any request to the catalog (see [`super::retry::classify_build`]).
     pub async fn build(self, attempts: &mut AppendAttempts) -> iceberg::Result<AppendCommit> {
         let table = self.table;
         let metadata = table.metadata();

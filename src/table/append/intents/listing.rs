@@ -132,14 +132,6 @@ fn key_hash(key: &str) -> u64 {
 }
 
 impl Memory {
-    /// Forgets `key` (it was deleted).
-    pub(super) fn forget(&mut self, key: &str) {
-        if let Some((_, size)) = self.read.remove(key) {
-            self.read_bytes = self.read_bytes.saturating_sub(size);
-        }
-        self.skipped.remove(&key_hash(key));
-    }
-
     /// Remembers `key` as skipped for `why`, counted and warned about once.
     pub(super) fn skip(&mut self, key: &str, why: Skip, table: &str) {
         if let Some((_, size)) = self.read.remove(key) {
@@ -151,7 +143,7 @@ impl Memory {
             table,
             key,
             reason = why.label(),
-            "skipping an intent that cannot be carried (it is never committed; see the README's fleet trust model)"
+            "skipping an intent that cannot be carried (it is never committed; see the fleet trust model in docs/fleets.md)"
         );
         if self.skipped.len() < SKIPPED_LIMIT {
             self.skipped.insert(key_hash(key), why.ages_out());
@@ -198,6 +190,8 @@ impl Memory {
                 kept
             });
             self.read_bytes = self.read_bytes.saturating_sub(forgotten);
+            let hashes: HashSet<u64> = listed.iter().map(|k| key_hash(k)).collect();
+            self.skipped.retain(|hash, _| hashes.contains(hash));
         }
         let mut listing = Listing::default();
         let mut fresh = Vec::new();

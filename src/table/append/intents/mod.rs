@@ -7,7 +7,7 @@
 //! committer, `pacing::Turn`) **lists** the intents ([`listing`]) and carries them in its
 //! snapshot, with its own segments: the files in its own new manifest, every id in
 //! `thadam.segment-ids`, each log's watermark raised as far as the intents' chain allows
-//! ([`select`]). So a segment waits about one slot, not one cycle of N slots, and the table still
+//! ([`mod@select`]). So a segment waits about one slot, not one cycle of N slots, and the table still
 //! takes one commit per slot whatever N is.
 //!
 //! Exactly once rests on what the table holds, and on nothing else:
@@ -110,8 +110,11 @@ pub(crate) struct Intents {
     prefetched: Option<Prefetched>,
     /// The deletes in flight (one batch at a time, behind the committer's cycle) and those
     /// waiting for the next batch (failed, or queued meanwhile).
-    deleting: Option<tokio::task::JoinHandle<Deletes>>,
+    deleting: Option<(tokio::task::JoinHandle<Deletes>, Vec<ObjectPath>)>,
     waiting: Deletes,
+    /// The intents waiting for their delete or being deleted: a listing meanwhile still finds
+    /// them (done), and they are not deleted twice.
+    doomed: HashSet<ObjectPath>,
     /// The UUID of the table whose intents were last listed: a table dropped and created again
     /// under the same name leaves its intents behind, which can never be carried.
     uuid: Option<String>,
@@ -133,6 +136,7 @@ impl Intents {
             prefetched: None,
             deleting: None,
             waiting: Deletes::default(),
+            doomed: HashSet::new(),
             uuid: None,
         }
     }
@@ -531,7 +535,7 @@ impl Intents {
                 .is_some_and(|(_, _, listed, _)| !listed.is_empty())
     }
 
-    /// What a commit built on `table` carries of the intents it lists (chosen by [`select`]),
+    /// What a commit built on `table` carries of the intents it lists (chosen by [`select()`]),
     /// and which of this node's own it withdraws: those with a segment in `own_todo` (the
     /// segments this commit registers for this node as new files). `own_property`: the
     /// watermark the commit raises itself; `budget`: the most segments carried.
@@ -656,7 +660,6 @@ impl Intents {
                     deletes.manifests.push(path.to_string());
                 }
             }
-            self.memory.forget(key.as_ref());
             deletes.keys.push(key.clone());
         }
         self.queue(deletes);
@@ -695,7 +698,6 @@ impl Intents {
         self.own.retain(|p| !withdrawn.contains(&p.key));
         let mut deletes = Deletes::default();
         for (key, _) in &carried.keys {
-            self.memory.forget(key.as_ref());
             deletes.keys.push(key.clone());
         }
         deletes.manifests.extend(carried.copied.iter().cloned());
@@ -731,15 +733,13 @@ impl Intents {
     }
 
     /// Queues this release's unusable intents that aged out for deletion.
-    fn age_out(&mut self, keys: Vec<ObjectPath>) {
+    fn age_out(&mut self, mut keys: Vec<ObjectPath>) {
+        keys.retain(|key| !self.doomed.contains(key));
         if keys.is_empty() {
             return;
         }
         metrics::counter!("thadam_iceberg_intents_aged_out_total", "table" => self.table.clone())
             .increment(keys.len() as u64);
-        for key in &keys {
-            self.memory.forget(key.as_ref());
-        }
         self.queue(Deletes {
             keys,
             manifests: Vec::new(),
@@ -780,42 +780,62 @@ impl Intents {
         }
     }
 
-    fn queue(&mut self, deletes: Deletes) {
+    /// Queues `deletes`, but for intents queued or being deleted already.
+    fn queue(&mut self, mut deletes: Deletes) {
+        deletes.keys.retain(|key| self.doomed.insert(key.clone()));
         self.waiting.extend(deletes);
     }
 
     /// Starts deleting what waits, unless a batch is still in flight (it goes with the next).
     fn flush(&mut self, store: &Arc<dyn ObjectStore>, table: &Table) {
-        if self.deleting.as_ref().is_some_and(|d| !d.is_finished()) {
+        if self
+            .deleting
+            .as_ref()
+            .is_some_and(|(task, _)| !task.is_finished())
+        {
             return;
         }
-        if let Some(finished) = self.deleting.take() {
+        if let Some((task, keys)) = self.deleting.take() {
             // Finished: this does not wait.
-            if let Some(failed) = futures::FutureExt::now_or_never(finished).and_then(Result::ok) {
-                self.waiting.extend(failed);
-            }
+            let failed = futures::FutureExt::now_or_never(task).and_then(Result::ok);
+            self.batch_done(keys, failed);
         }
         if self.waiting.is_empty() {
             return;
         }
         let deletes = std::mem::take(&mut self.waiting);
-        self.deleting = Some(tokio::spawn(cleanup::run(
+        let keys = deletes.keys.clone();
+        let task = tokio::spawn(cleanup::run(
             Arc::clone(store),
             table.file_io().clone(),
             deletes,
             self.table.clone(),
-        )));
+        ));
+        self.deleting = Some((task, keys));
     }
 
     /// Waits for the batch of deletes in flight; what failed waits for the next.
     async fn finish_in_flight(&mut self) {
-        if let Some(deleting) = self.deleting.take() {
-            match deleting.await {
-                Ok(failed) => self.waiting.extend(failed),
+        if let Some((task, keys)) = self.deleting.take() {
+            let failed = match task.await {
+                Ok(failed) => Some(failed),
                 Err(e) => {
-                    tracing::debug!(table = %self.table, "the deletes of carried intents did not finish: {e}")
+                    tracing::debug!(table = %self.table, "the deletes of carried intents did not finish: {e}");
+                    None
                 }
-            }
+            };
+            self.batch_done(keys, failed);
+        }
+    }
+
+    /// A batch of deletes of `keys` ended: what `failed` goes again with the next; the rest is
+    /// gone (an interrupted batch's keys are found done and queued again at a later listing).
+    fn batch_done(&mut self, keys: Vec<ObjectPath>, failed: Option<Deletes>) {
+        for key in &keys {
+            self.doomed.remove(key);
+        }
+        if let Some(failed) = failed {
+            self.queue(failed);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The fleet key (`commit.intents_key`): with it, every intent a node publishes carries an
 //! HMAC-SHA256 tag of its body, and a carrier takes only intents whose tag verifies, so that
 //! being able to write under `_thadam-intents/` is not enough to register files in the table or
-//! to move a watermark (see the README's trust model).
+//! to move a watermark (see the trust model in docs/fleets.md).
 //!
 //! The tag is the body's last member, `"sig"`: the signer serialises the record without it,
 //! computes the tag over those exact bytes and writes them back with `,"sig":"<tag>"` before the
