@@ -16,13 +16,14 @@
 //!   `stop` and `wait`;
 //! - [`Error`] with its stable [`ErrorCode`].
 //!
-//! How a segment travels from the log line to the snapshot is in the README's "How it works";
-//! by module: [`protocol`] (what comes in and what the actors exchange), `actors` (who does
-//! what), `table` (what a commit is made of; one append attempt reads top to bottom in
-//! `table::append::transaction`), `catalog` (how it reaches the catalog), `io` (object storage),
-//! [`runtime`] (shutdown, retries, status, metrics), [`ops`] (running it as a service). Only
-//! [`config`], [`protocol`], [`runtime`], [`ops`] and the names below are public; the rest are
-//! internals, and [`testing`] names those the project's own tests and tools use.
+//! How a segment travels from the log line to the snapshot is in the README's "How it works"
+//! (in detail: docs/operations.md); by module: [`protocol`] (what comes in and what the actors
+//! exchange), `actors` (who does what), `table` (what a commit is made of; one append attempt
+//! reads top to bottom in `table::append::transaction`), `catalog` (how it reaches the catalog),
+//! `io` (object storage), [`runtime`] (shutdown, retries, status, metrics), [`ops`] (running it
+//! as a service). Only [`config`], [`protocol`], [`runtime`], [`ops`] and the names below are
+//! public; the rest are internals, and [`testing`] names those the project's own tests and tools
+//! use.
 
 pub mod config;
 pub mod ops;

@@ -19,8 +19,8 @@
 //! scripts/test).
 //!
 //! Also here: `registrar --version`, `--check`'s first line and the start-up log line name the
-//! version and the git commit, and the files in examples/ stay in step with the metrics and the
-//! README.
+//! version and the git commit, and the files in examples/ stay in step with the metrics and
+//! docs/metrics.md.
 
 mod common;
 
@@ -823,9 +823,9 @@ async fn the_runner_names_its_build() {
     );
 }
 
-/// Needs no server: the shipped files agree with the metrics and the README.
+/// Needs no server: the shipped files agree with the metrics and docs/metrics.md.
 #[test]
-fn the_shipped_prometheus_files_agree_with_the_metrics_and_the_readme() {
+fn the_shipped_prometheus_files_agree_with_the_metrics_and_the_docs() {
     let described: BTreeSet<String> = METRICS
         .iter()
         .flat_map(|m| {
@@ -879,13 +879,17 @@ fn the_shipped_prometheus_files_agree_with_the_metrics_and_the_readme() {
         .expect("a down alert");
     assert!(down.1.contains(&format!("job=\"{job}\"")), "{}", down.1);
 
-    // The README names every alert and points to the file (one source of truth for the rules).
-    let readme = read(&repo_file("README.md"));
-    assert!(readme.contains("`examples/alerts.yml`"));
+    // The metrics page names every alert and points to the file (one source of truth for the
+    // rules).
+    let page = read(&repo_file("docs/metrics.md"));
+    assert!(
+        page.contains("`examples/alerts.yml`"),
+        "docs/metrics.md does not name `examples/alerts.yml`"
+    );
     for (name, _) in &alerts {
         assert!(
-            readme.contains(&format!("`{name}`")),
-            "README.md does not name {name}"
+            page.contains(&format!("`{name}`")),
+            "docs/metrics.md does not name {name}"
         );
     }
 }

@@ -244,7 +244,7 @@ pub struct CommitPolicy {
     /// arrives right after a commit; segments arriving meanwhile join the next snapshot.
     pub min_interval: Duration,
     /// In a fleet that takes turns on a table, publish what waits for this node's turn as an
-    /// intent that whoever commits next carries (see the README's "Sharing a table"). Default
+    /// intent that whoever commits next carries (see docs/fleets.md, "Intents"). Default
     /// true; a lone registrar never publishes.
     pub intents: bool,
     /// `intents_key`: the fleet's shared key. With it, every intent is tagged (HMAC-SHA256) and

@@ -198,9 +198,10 @@ fn table_properties(ctx: &Ctx, raw: &RawIceberg) -> Result<Vec<(String, String)>
 }
 
 /// The shortest `snapshot_retention.max_age`. Iceberg itself sets no floor: how long readers
-/// and other writers keep planning against a snapshot is the operator's to know (the README says
-/// what to weigh). A second keeps `0` (age never matters) out: say it with a large
-/// `min_snapshots` and a short age instead, which reads as intended.
+/// and other writers keep planning against a snapshot is the operator's to know
+/// (docs/exactly-once.md, "Metadata growth and retention", says what to weigh). A second keeps
+/// `0` (age never matters) out: say it with a large `min_snapshots` and a short age instead,
+/// which reads as intended.
 const MIN_RETENTION_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `snapshot_retention`: both keys required, `max_age` at least a second, `min_snapshots` at

@@ -71,7 +71,7 @@ pub(crate) fn classify_store_error(err: object_store::Error, bucket: &str, key: 
 }
 
 /// Classifies a failure of iceberg's FileIO (metadata, manifest list and manifest reads and
-/// writes, which go through [`crate::io::file_io`]) by the storage error in its source chain:
+/// writes, which go through `crate::io::file_io`) by the storage error in its source chain:
 /// `None` when there is none (not an I/O failure; the caller decides). The same rule as footer
 /// reads: a 404 is `object_missing`, 401/403 (read-only credentials) `auth.failed`, other
 /// refusals permanent (`catalog_rejected`: the catalog's storage will not take the request), and

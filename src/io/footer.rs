@@ -43,7 +43,7 @@ const TRAILER: u64 = 8;
 /// bounded range ending at that size (suffix ranges are not supported by every S3 server); the
 /// object's real size must match the record, so a partial or replaced upload is caught here.
 /// The key is read byte for byte ([`crate::io::keys::object_path`]). Errors name the key and say
-/// what is wrong (see [`crate::io::classify::classify_store_error`]): `ObjectMissing` (404),
+/// what is wrong (see `crate::io::classify::classify_store_error`): `ObjectMissing` (404),
 /// `AuthFailed` (401/403), `FooterInvalid` (a key that cannot be registered, not Parquet,
 /// truncated, size mismatch, footer too large, undecodable, another 4xx), `Unavailable`
 /// (network, 5xx, 429: retry).

@@ -119,7 +119,8 @@ pub(crate) async fn delete_in_bulk(
 }
 
 /// The bucket as an `ObjectStore` for footer reads. S3 refusals object_store has no variant for
-/// come back as a typed [`S3Refusal`] in the error chain (see [`classify_store_error`]).
+/// come back as a typed `io::status::S3Refusal` in the error chain (see
+/// `io::classify::classify_store_error`).
 pub fn object_store(store: impl Into<S3Store>, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
     object_store_with(store, bucket, None)
 }
@@ -160,6 +161,8 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// here, so they share the TLS stack (object_store's reqwest with ring), the connection bounds,
 /// the typed refusals ([`S3Refusal`]) and how keys are carried (a provider whose `Debug` hides
 /// them; object_store's static one prints the key id).
+///
+/// [`S3Refusal`]: crate::io::status::S3Refusal
 pub(crate) fn build_object_store(
     settings: &S3Settings,
     bucket: &str,

@@ -1,7 +1,7 @@
 //! Exponential backoff for transient failures: the `retry` policy ([`RetryPolicy`], a plain
 //! value the config fills in and every retrying loop reads) and the pause it gives before each
 //! retry, or a server's `Retry-After` capped by it. The loops that wait are `runtime::retry`
-//! (transient faults) and `catalog::commit_retry` (failed commits); the config re-exports the
+//! (transient faults) and `table::append::retry` (failed commits); the config re-exports the
 //! policy as `config::RetryPolicy`.
 
 use std::collections::hash_map::RandomState;

@@ -32,7 +32,7 @@ impl Kind {
 pub struct MetricDoc {
     pub name: &'static str,
     pub kind: Kind,
-    /// Label names, in the order the README lists them.
+    /// Label names, in the order docs/metrics.md lists them.
     pub labels: &'static [&'static str],
     pub unit: Option<Unit>,
     pub help: &'static str,
@@ -57,8 +57,8 @@ const fn doc(
 const TABLE: &[&str] = &["table"];
 const NONE: &[&str] = &[];
 
-/// Every metric the registrar emits. The tests below keep this list, the actors and the README
-/// in step.
+/// Every metric the registrar emits. The tests below keep this list, the actors and
+/// docs/metrics.md in step.
 pub const METRICS: &[MetricDoc] = &[
     doc(
         "thadam_iceberg_segments_registered_total",
@@ -445,7 +445,7 @@ mod tests {
     use super::*;
 
     /// Every `thadam_iceberg_*` name the library's sources mention, found by reading them
-    /// (this file and the README excepted).
+    /// (this file excepted).
     fn emitted() -> Vec<String> {
         fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
             let entries = std::fs::read_dir(dir).expect("read src");
@@ -517,12 +517,12 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_metric() {
-        let readme = include_str!("../../README.md");
+    fn the_metrics_page_lists_every_metric() {
+        let page = include_str!("../../docs/metrics.md");
         for m in METRICS {
             assert!(
-                readme.contains(&format!("`{}`", m.name)),
-                "README.md does not list {}",
+                page.contains(&format!("`{}`", m.name)),
+                "docs/metrics.md does not list {}",
                 m.name
             );
         }

@@ -28,7 +28,7 @@ pub struct TableStatus {
     /// Segments skipped because the table already had them (restart, replay, another writer).
     pub skipped: u64,
     /// Segments of this registrar that another node of its fleet committed, carrying the
-    /// intents this registrar published (see the README's "Sharing a table").
+    /// intents this registrar published (see docs/fleets.md, "Intents").
     pub carried: u64,
     /// Segments seen but not yet committed (quarantined ones not included).
     pub backlog: u64,

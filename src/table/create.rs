@@ -117,7 +117,7 @@ pub(crate) fn initial_metadata(
 /// The bytes of a first metadata file, in Java's conventions: iceberg-rust leaves
 /// `current-snapshot-id` out of a table without snapshots, while Java writes `-1` and strict
 /// parsers require the field (Project Nessie's `register` answers 500 "Cannot build
-/// IcebergTableMetadata, some of required attributes are not set [currentSnapshotId]"). The
+/// IcebergTableMetadata, some of required attributes are not set \[currentSnapshotId\]"). The
 /// lists and maps Java always writes are written too, empty.
 pub(crate) fn metadata_file_bytes(metadata: &TableMetadata) -> Result<Vec<u8>> {
     let mut document = serde_json::to_value(metadata)

@@ -12,7 +12,7 @@
 //! several catalogs, snapshots written before the key existed) are never expired: nothing would
 //! tell their segments registered after a restart.
 //!
-//! The selection is [`expirable`], a pure function of the metadata, the policy and the time:
+//! The selection is [`select`], a pure function of the metadata, the policy and the time:
 //! - only the main branch's ancestry, beyond its `min_snapshots` newest and older than
 //!   `max_age` (Java's `ExpireSnapshots` rule for one branch);
 //! - never the current snapshot, the head of any ref, or a snapshot reachable from a branch or

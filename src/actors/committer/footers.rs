@@ -23,6 +23,8 @@ impl CommitterState {
     /// commits) and within the table's share of `memory.footer_bytes`. The oldest segment
     /// without a footer is asked for even when later footers fill the window, so a table never
     /// waits on its own later footers.
+    ///
+    /// [`footer_window`]: crate::actors::context::RegistrarContext::footer_window
     pub(super) fn request_footers(&mut self, myself: &ActorRef<CommitterMsg>) -> Result<()> {
         let ctx = Arc::clone(&self.args.ctx);
         let window = FooterWindow {

@@ -25,6 +25,8 @@ pub(super) struct PendingQueue {
     pub(super) undecided: usize,
     /// How many hold their footer, and its decoded size summed: the footer window
     /// ([`footer_window`]) counts what arrived and is not committed yet, not only reads in flight.
+    ///
+    /// [`footer_window`]: crate::actors::context::RegistrarContext::footer_window
     pub(super) footers: usize,
     pub(super) footer_bytes: u64,
     /// Footer reads asked of the pool and not answered yet.

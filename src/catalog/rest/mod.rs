@@ -604,7 +604,7 @@ impl RestClient {
             .map_err(CommitFailure::NoAnswer)
     }
 
-    /// Encodes and sends a commit once ([`Self::commit_request`], [`Self::send_commit`]), for
+    /// Encodes and sends a commit once (`Self::commit_request`, `Self::send_commit`), for
     /// writers that never resend the same request (a failure is followed by a reload).
     pub async fn commit(
         &self,

@@ -3,7 +3,7 @@
 //! iceberg-rust's `TableUpdate::AddSchema` has no `last-column-id`. The REST spec marks the
 //! field deprecated, but Java's client always sends it and strict servers require it: Project
 //! Nessie 0.99.0 fails the whole request ("Cannot build AddSchema, some of required attributes
-//! are not set [lastColumnId]", answered as a 500). So every `add-schema` leaves here with the
+//! are not set \[lastColumnId\]", answered as a 500). So every `add-schema` leaves here with the
 //! value Java would send: the table's last column ID after the schema is added.
 
 use iceberg_catalog_rest::CommitTableRequest;

@@ -112,7 +112,7 @@ impl fmt::Display for FieldChange {
     }
 }
 
-/// [`merge_table`] for a table whose only schema is `table` (no field ID was ever dropped).
+/// `merge_table` for a table whose only schema is `table` (no field ID was ever dropped).
 pub fn merge(
     table: &Schema,
     file: &Schema,
