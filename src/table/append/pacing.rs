@@ -71,6 +71,9 @@ pub(super) struct Pacer {
     /// The sequence number of the newest snapshot whose lane was read, so that a walk stops
     /// there (sequence numbers only grow, and survive the expiry of that snapshot).
     lanes_read_to: Option<i64>,
+    /// When (this node's clock) the last read of fresh metadata was: what a later read finds
+    /// was committed after it (see [`Self::read_lanes`]).
+    lanes_read_at: Option<i64>,
     /// The watermark properties this committer's commits raise (one per segment log it reads):
     /// a lane whose snapshots name one of them wrote for the same log, i.e. it is this registrar
     /// before a restart, not another node.
@@ -122,6 +125,7 @@ impl Pacer {
             round_trip_ms: None,
             slot_ms: 0,
             lanes_read_to: None,
+            lanes_read_at: None,
             own_watermarks: BTreeSet::new(),
             other_kind_seen_ms: None,
             carried_seen_ms: None,
@@ -292,7 +296,7 @@ impl Pacer {
                 self.publish();
             }
         }
-        self.read_lanes(metadata);
+        self.read_lanes(metadata, true);
     }
 
     /// The first attempt of this committer reads the lanes of the table it loaded at its start,
@@ -307,7 +311,7 @@ impl Pacer {
         if let Some(log) = log {
             self.own_watermark(&format!("{WATERMARK_PREFIX}{log}"));
         }
-        self.read_lanes(metadata);
+        self.read_lanes(metadata, false);
     }
 
     /// A commit landed (`metadata` is the table after it) after a round trip of `round_trip_ms`
@@ -324,7 +328,7 @@ impl Pacer {
         if first_attempt {
             self.pace.landed_clean();
         }
-        self.read_lanes(metadata);
+        self.read_lanes(metadata, true);
         self.gap = self.next_gap();
         self.publish();
     }
@@ -355,18 +359,25 @@ impl Pacer {
     }
 
     /// Reads the lanes of the snapshots the table gained since the last read (newest first, at
-    /// most [`LANES_LOOKBACK`]): who else commits to it.
+    /// most [`LANES_LOOKBACK`]): who else commits to it. `fresh`: the metadata was just loaded
+    /// or answered (not the version held since the start), so the next read can date what it
+    /// finds as committed after this one.
     ///
-    /// What a snapshot tells is dated by this node's clock at the read, not by the snapshot's
-    /// own timestamp, which is its writer's clock: a node ten minutes behind would otherwise hide
-    /// every snapshot under its own, and one ten minutes ahead would stay present for ten
-    /// minutes after it died. Only at the first read, which has no earlier read to date the
-    /// snapshots by, do their stamps count (none later than now, none older than the lane
-    /// memory).
-    fn read_lanes(&mut self, metadata: &TableMetadata) {
+    /// A snapshot is dated by its timestamp, so that every node dates it alike and ranks the
+    /// same lanes: the committer is the lowest lane seen committing within the lane memory, and
+    /// nodes that dated one commit differently handed the turn to each other (32 nodes: each
+    /// thought the other the committer, and nothing was carried for a fallback, 8 s). But a
+    /// timestamp is its writer's clock, so it is bounded by this node's: never later than now
+    /// (a node ten minutes ahead stays present no longer than it commits), and never earlier
+    /// than this node's last read for a snapshot committed since (to a node ten minutes ahead,
+    /// the others' snapshots are not ten minutes old). Snapshots are stamped no earlier than
+    /// the table's last (`transaction::snapshot_stamp`), so a node behind hides nothing under
+    /// its own. For nodes whose clocks agree, the bounds change nothing.
+    fn read_lanes(&mut self, metadata: &TableMetadata, fresh: bool) {
         let now_ms = self.now_ms();
         let first = self.lanes_read_to.is_none();
         let horizon = now_ms - self.fleet.memory_ms(now_ms);
+        let floor = self.lanes_read_at.filter(|_| !first).unwrap_or(i64::MIN);
         let newest = metadata.current_snapshot().map(|s| s.sequence_number());
         let mut at = metadata.current_snapshot();
         for _ in 0..LANES_LOOKBACK {
@@ -380,11 +391,7 @@ impl Pacer {
             {
                 break;
             }
-            let seen_ms = if first {
-                snapshot.timestamp_ms().min(now_ms)
-            } else {
-                now_ms
-            };
+            let seen_ms = snapshot.timestamp_ms().min(now_ms).max(floor.min(now_ms));
             self.read_snapshot(&snapshot.summary().additional_properties, seen_ms);
             at = snapshot
                 .parent_snapshot_id()
@@ -393,6 +400,7 @@ impl Pacer {
         if newest.is_some() {
             self.lanes_read_to = newest.max(self.lanes_read_to);
         }
+        self.lanes_read_at = fresh.then_some(now_ms);
     }
 
     /// What one snapshot's summary tells of the fleet, seen at `seen_ms`.
@@ -447,7 +455,7 @@ impl Pacer {
                 since_start + Duration::from_millis(u64::try_from(start - now_ms).unwrap_or(0))
             }
             Turn::Carried { fallback } => {
-                tracing::debug!(table = %self.table, fallback, lane = self.fleet.own(), "the committers carry this lane");
+                tracing::debug!(table = %self.table, fallback, lane = self.fleet.own(), committer = ?self.fleet.committer(now_ms), present = self.fleet.present(now_ms).len(), "the committers carry this lane");
                 jittered(fallback, rand::random())
             }
             Turn::Alone => self.pace.gap(Duration::ZERO, rand::random()),
@@ -875,6 +883,24 @@ impl Fleet {
     /// committers stay the lowest lanes of those that commit; one that commits as a fallback
     /// joins them. Until then the others commit what they published themselves, each after its
     /// fallback ([`patience_ms`]), carrying everyone's.
+    /// The lowest lane that ranks as a committer, as this node sees the fleet (for the logs).
+    pub(super) fn committer(&self, now_ms: i64) -> Option<String> {
+        let memory = self.memory_ms(now_ms);
+        let present = self.present_within(now_ms, memory);
+        present
+            .iter()
+            .map(|(lane, _)| *lane)
+            .find(|lane| {
+                self.lanes.get(*lane).is_some_and(|seen| {
+                    seen.carries
+                        && seen
+                            .committed
+                            .is_some_and(|c| now_ms.saturating_sub(c) <= memory)
+                })
+            })
+            .map(str::to_string)
+    }
+
     pub(super) fn turn(&self, now_ms: i64) -> Turn {
         let memory = self.memory_ms(now_ms);
         let present = self.present_within(now_ms, memory);
@@ -1531,7 +1557,7 @@ mod tests {
         m["snapshots"][1]["summary"][CARRIED_LANES] = json!("00bb,00cc,not a lane,");
         let m: TableMetadata = serde_json::from_value(m).expect("metadata");
         let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
-        p.read_lanes(&m);
+        p.read_lanes(&m, true);
         let lanes: Vec<&str> = p.fleet.lanes.keys().map(String::as_str).collect();
         assert_eq!(lanes, ["00aa", "00bb", "00cc"]);
         assert!(is_lane("0123456789ab"));
@@ -1745,7 +1771,7 @@ mod tests {
         };
         // Carrying a second ago: a few fallbacks.
         let mut p = publisher();
-        p.read_lanes(&committers_committed(1_000, true));
+        p.read_lanes(&committers_committed(1_000, true), true);
         let fallback = p.fallback_ms().expect("a node that does not take turns");
         assert_eq!(
             p.leave_to_committers_ms(),
@@ -1753,11 +1779,11 @@ mod tests {
         );
         // Committing, but nothing carried: one.
         let mut p = publisher();
-        p.read_lanes(&committers_committed(1_000, false));
+        p.read_lanes(&committers_committed(1_000, false), true);
         assert_eq!(p.leave_to_committers_ms(), Some(fallback));
         // The last carrying commit a fallback and more ago: one.
         let mut p = publisher();
-        p.read_lanes(&committers_committed(fallback as i64 + 2_000, true));
+        p.read_lanes(&committers_committed(fallback as i64 + 2_000, true), true);
         assert_eq!(
             p.leave_to_committers_ms(),
             Some(p.fallback_ms().expect("publisher"))
@@ -1765,7 +1791,7 @@ mod tests {
         // A committer itself leaves nothing: it commits in its turn.
         let mut p = Pacer::new("ns.t".into(), Duration::ZERO, true, None, None);
         p.fleet = Fleet::new(format!("{:012x}", 1)).carrying();
-        p.read_lanes(&committers_committed(1_000, true));
+        p.read_lanes(&committers_committed(1_000, true), true);
         assert_eq!(p.leave_to_committers_ms(), None);
     }
 

@@ -646,6 +646,14 @@ impl Intents {
         }
         carried.encoded_ids = encode_id_list(&carried.ids);
         carried.marks = marks.into_iter().collect();
+        tracing::debug!(
+            table = %self.table,
+            listed = candidates.len(),
+            carried = carried.keys.len(),
+            done = done.len(),
+            withdrawn = carried.withdrawn.len(),
+            "gathered the fleet's intents"
+        );
         // Done intents: deleted (their manifests only where no snapshot can name them).
         let mut deletes = Deletes::default();
         let mut checks = 0;
