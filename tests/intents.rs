@@ -74,8 +74,9 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
     // 4 nodes × 2.5 segments/s for 12 s.
     flow(&h, &mut nodes, 30, Duration::from_millis(400)).await;
     let each = nodes[0].keys.len() as u64;
-    let carried: u64 = settle(&nodes, handles)
-        .await
+    let junk_keys: Vec<String> = junk.iter().map(|(k, _)| k.to_string()).collect();
+    let (statuses, left) = settle_leaving(&h, &nodes, handles, &uuid, &junk_keys).await;
+    let carried: u64 = statuses
         .iter()
         .flat_map(|s| s.tables.values().map(|t| t.carried))
         .sum();
@@ -116,9 +117,7 @@ async fn a_fleet_carries_each_others_intents_and_skips_what_it_must_not_commit()
         );
     }
     // Intents are consumed by the commit that carries them; the junk is never touched.
-    let mut left = intents_left(&h, &uuid).await;
-    left.sort();
-    let mut junk_keys: Vec<String> = junk.iter().map(|(k, _)| k.to_string()).collect();
+    let mut junk_keys = junk_keys;
     junk_keys.sort();
     assert_eq!(left, junk_keys, "only the skipped intents are left");
 
@@ -376,8 +375,9 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 20, Duration::from_millis(300)).await;
-    let statuses = settle(&nodes, handles).await;
+    let (statuses, left) = settle_leaving(&h, &nodes, handles, &uuid, &[]).await;
     assert_table_holds(&h, &nodes).await;
+    assert_eq!(left, Vec::<String>::new(), "every intent is deleted");
     let off: u64 = statuses[2].tables.values().map(|t| t.carried).sum();
     assert_eq!(off, 0, "nobody carries for a node that publishes nothing");
     assert!(
@@ -387,7 +387,6 @@ async fn a_mixed_fleet_lands_everything_and_a_lone_registrar_writes_no_intent() 
         ) > 0,
         "the nodes that publish carry each other"
     );
-    assert!(intents_left(&h, &uuid).await.is_empty());
 
     // A lone registrar on its own table: no intent, ever.
     let lone = Harness::new("intents-lone");
@@ -472,7 +471,7 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
     let handles = warm_up(&h, &mut nodes, vec![Tuning::default(); 3]).await;
     let uuid = table_uuid(&h).await;
     flow(&h, &mut nodes, 10, Duration::from_millis(300)).await;
-    settle(&nodes, handles).await;
+    let (_, left) = settle_leaving(&h, &nodes, handles, &uuid, &[]).await;
     assert_table_holds(&h, &nodes).await;
     // Nessie shows only the current snapshot, so a node sees the others' lanes one load at a
     // time (and may take turns, and publish, or pace itself adaptively): either way every
@@ -488,7 +487,7 @@ async fn on_nessie_which_keeps_one_snapshot_a_fleet_lands_everything_once() {
             &[("table", &table), ("whose", "other")]
         )
     );
-    assert!(intents_left(&h, &uuid).await.is_empty());
+    assert_eq!(left, Vec::<String>::new(), "every intent is deleted");
 }
 
 /// Holds the first append of its node at a barrier the other carrier also reaches, so that both

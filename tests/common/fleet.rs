@@ -169,6 +169,38 @@ pub async fn settle(nodes: &[Node], handles: Vec<RegistrarHandle>) -> Vec<Regist
     statuses
 }
 
+/// Like [`settle`], and before the nodes stop, waits (up to a minute) for the table's intent
+/// directory to hold just `keep`: the deletes run behind the commits, so this is what a user
+/// listing the directory while the fleet runs sees. Returns the statuses and the keys left.
+pub async fn settle_leaving(
+    h: &Harness,
+    nodes: &[Node],
+    handles: Vec<RegistrarHandle>,
+    uuid: &str,
+    keep: &[String],
+) -> (Vec<RegistrarStatus>, Vec<String>) {
+    let each = nodes[0].keys.len() as u64;
+    let mut statuses = Vec::new();
+    for handle in &handles {
+        statuses.push(wait_handled(handle, each).await);
+    }
+    let mut keep = keep.to_vec();
+    keep.sort();
+    let mut left = Vec::new();
+    for _ in 0..120 {
+        left = intents_left(h, uuid).await;
+        left.sort();
+        if left == keep {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for handle in handles {
+        stop(handle).await;
+    }
+    (statuses, left)
+}
+
 /// The UUID of the test's table.
 pub async fn table_uuid(h: &Harness) -> String {
     h.table(DATASET)
