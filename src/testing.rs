@@ -22,21 +22,21 @@ pub use crate::catalog::tls::{TlsSettings, catalog_http_client, install_crypto_p
 /// What a registrar writes into snapshot summaries and table properties (`table::committed`),
 /// and the set it rebuilds from them.
 pub use crate::table::CommittedSet;
-pub use crate::table::committed::{
-    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WATERMARK_PREFIX, WRITER,
-    decode_ids, encode_ids,
+pub use crate::table::committed::{SegmentId, decode_ids, encode_ids};
+pub use crate::table::summary_keys::{
+    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WATERMARK_PREFIX, WRITER,
 };
 
+pub use crate::table::append::{AppendAttempts, ReadySegment, prepare_append};
 /// Building an append as the registrar does (a rival writer in `tests/exactly_once.rs`), and the
 /// seams an attempt calls: a hook right before each append commit, and the clock retention ages
 /// snapshots by (set through `Tuning::hooks`).
-pub use crate::table::append::hooks::{BeforeAppend, Clock, Hooks, StoreWrapper};
-pub use crate::table::append::{AppendAttempts, ReadySegment, prepare_append};
+pub use crate::table::hooks::{BeforeAppend, Clock, Hooks, StoreWrapper};
 
 /// An intent's body tagged with a fleet key (`commit.intents_key`), as a node of that fleet
 /// publishes it: the fleet tests forge intents with and without it.
 pub fn sign_intent(key: &str, body: &[u8]) -> Vec<u8> {
-    crate::table::append::intents::IntentKey::new(&crate::secret::Secret::new(key)).sign(body)
+    crate::table::fleet::intents::IntentKey::new(&crate::secret::Secret::new(key)).sign(body)
 }
 
 /// The quarantine file, as an operator's tools read it.

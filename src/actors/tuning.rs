@@ -3,7 +3,7 @@
 //! [`RegistrarContext`](crate::actors::context::RegistrarContext)), so they live here, beside
 //! the test seams they carry ([`Hooks`]), and the config stays free of both.
 
-use crate::table::append::hooks::Hooks;
+use crate::table::hooks::Hooks;
 
 /// Knobs beside the config file: caps for tests and the runner's flags, and test seams. The
 /// defaults defer to the config (`commit`, `footer_readers`).

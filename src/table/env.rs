@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorCode};
 use crate::protocol::feed::SegmentHistory;
 use crate::runtime::shutdown::Shutdown;
 use crate::runtime::status::StatusBoard;
-use crate::table::append::hooks::{self, Hooks};
+use crate::table::hooks::{self, Hooks};
 
 /// What a table's writer borrows from the registrar (see the module docs).
 #[derive(Clone, Copy)]

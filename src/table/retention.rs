@@ -32,11 +32,10 @@ use iceberg::spec::{MAIN_BRANCH, Snapshot, SnapshotReference, SnapshotRetention,
 
 use crate::config::SnapshotRetention as Policy;
 use crate::runtime::warn_once;
-use crate::table::committed::{
-    CATALOG_SEQ, SEGMENT_IDS, SegmentId, WATERMARK_KEY, WRITER, decode_guards, decode_ids,
-    decode_mark,
+use crate::table::committed::{SegmentId, decode_guards, decode_ids, decode_mark};
+use crate::table::summary_keys::{
+    CARRIED_INTENTS, CARRIED_MARKS, CATALOG_SEQ, SEGMENT_IDS, WATERMARK_KEY, WRITER,
 };
-use crate::table::fleet_keys::{CARRIED_INTENTS, CARRIED_MARKS};
 
 /// The most snapshot ids one commit removes (about 20 bytes each in the commit body).
 pub(crate) const MAX_EXPIRED_PER_COMMIT: usize = 1000;
@@ -233,7 +232,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::table::committed::WATERMARK_PREFIX;
+    use crate::table::summary_keys::WATERMARK_PREFIX;
 
     const MIN: i64 = 60_000;
     const NOW: i64 = 1_800_000_000_000;

@@ -421,7 +421,7 @@ impl CommitterState {
             .next()
             .map(|p| now.duration_since(p.arrived));
         // A batch that waits only for the pace (this node's slot, in a fleet) would go now
-        // without it: it may be published for the fleet to carry (see `table::append::intents`).
+        // without it: it may be published for the fleet to carry (see `table::fleet::intents`).
         let mut publish = false;
         let decision = match self.commit.retry_at() {
             Some(at) if at > now => {

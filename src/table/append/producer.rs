@@ -16,24 +16,26 @@ use futures::StreamExt;
 
 use iceberg::spec::{
     DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot,
-    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
-    TableProperties,
+    ManifestStatus, Operation, Snapshot, SnapshotReference, SnapshotRetention,
+    SnapshotSummaryCollector, Summary, TableMetadata, TableProperties,
 };
 use iceberg::table::Table;
 use iceberg::{Error as IcebergError, ErrorKind, TableRequirement, TableUpdate};
 
 use super::attempts::{AppendAttempts, CachedMerge, NewFilesKey};
-use super::intents::Carried;
 use super::manifest_list::{LastList, MemoryFile, deflate_container};
 use super::merge::{self, Candidate, MergePolicy, Planned};
-use super::{ReadySegment, data_file};
 use crate::error::Result;
 use crate::runtime::warn_once;
-use crate::table::committed::{
-    CATALOG_SEQ, SEGMENT_COUNT, SEGMENT_IDS, WATERMARK_KEY, WRITER, encode_ids,
+use crate::table::committed::encode_ids;
+use crate::table::data_files::{
+    ReadySegment, data_file, manifest_writer, metadata_root, validate_files,
 };
-use crate::table::fleet_keys::{CARRIED_INTENTS, CARRIED_LANES, CARRIED_MARKS, INTENTS_COPIED};
+use crate::table::fleet::intents::Carried;
+use crate::table::summary_keys::{
+    CARRIED_INTENTS, CARRIED_LANES, CARRIED_MARKS, CATALOG_SEQ, INTENTS_COPIED, SEGMENT_COUNT,
+    SEGMENT_IDS, WATERMARK_KEY, WRITER,
+};
 
 /// The updates and requirements of one append commit.
 #[derive(Debug, Clone)]
@@ -290,10 +292,6 @@ struct AttemptManifests {
     files: Vec<String>,
 }
 
-fn metadata_root(metadata: &TableMetadata) -> String {
-    format!("{}/metadata", metadata.location().trim_end_matches('/'))
-}
-
 /// The manifests of an attempt (see [`AppendAttempts`]): the manifest of `added` (the batch's
 /// new files and those of the fleet's intents it carries; reused when the batch wrote it
 /// already), then the current snapshot's manifests with the batch's cached merges in place of
@@ -473,94 +471,6 @@ async fn current_manifests(table: &Table, last: &LastList) -> iceberg::Result<Ve
         .into_iter()
         .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
         .collect())
-}
-
-/// The library's checks of added files: data content and a partition value of the default
-/// spec's arity. (The spec id is not readable from a `DataFile`: [`data_file`] sets the default
-/// spec's.)
-fn validate_files(metadata: &TableMetadata, files: &[DataFile]) -> iceberg::Result<()> {
-    let spec_id = metadata.default_partition_spec_id();
-    let arity = metadata.default_partition_type().fields().len();
-    for file in files {
-        if file.content_type() != iceberg::spec::DataContentType::Data {
-            return Err(IcebergError::new(
-                ErrorKind::DataInvalid,
-                "only data files can be appended",
-            ));
-        }
-        if file.partition().fields().len() != arity {
-            return Err(IcebergError::new(
-                ErrorKind::DataInvalid,
-                format!(
-                    "data file {} does not match the table's default partition spec {spec_id}",
-                    file.file_path()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A data manifest writer of the table's format version, for `spec` (the default spec when
-/// `None`) over the current schema.
-fn manifest_writer(
-    table: &Table,
-    path: &str,
-    snapshot_id: Option<i64>,
-    spec: Option<&PartitionSpecRef>,
-) -> iceberg::Result<ManifestWriter> {
-    let metadata = table.metadata();
-    let spec = spec.unwrap_or_else(|| metadata.default_partition_spec());
-    let builder = ManifestWriterBuilder::new(
-        table.file_io().new_output(path)?,
-        snapshot_id,
-        metadata.current_schema().clone(),
-        spec.as_ref().clone(),
-    );
-    Ok(match metadata.format_version() {
-        FormatVersion::V1 => builder.build_v1(),
-        FormatVersion::V2 => builder.build_v2_data(),
-        FormatVersion::V3 => builder.build_v3_data(),
-    })
-}
-
-/// The data files of `batch` as the table's default spec takes them (one per segment), for a
-/// manifest whose entries inherit the snapshot that commits them, or for an intent that holds
-/// them itself (`intents`).
-pub(crate) fn inherited_files(
-    table: &Table,
-    bucket: &str,
-    batch: &[ReadySegment],
-) -> iceberg::Result<Vec<DataFile>> {
-    let files = batch
-        .iter()
-        .map(|r| data_file(table, bucket, r))
-        .collect::<Result<Vec<_>>>()
-        .map_err(|e| IcebergError::new(ErrorKind::DataInvalid, e.to_string()))?;
-    validate_files(table.metadata(), &files)?;
-    Ok(files)
-}
-
-/// Writes the manifest of an intent (see `super::intents`): the data files of `batch` as ADDED
-/// entries without a snapshot id or sequence numbers, so that they inherit those of whichever
-/// snapshot commits the manifest (format v2 and later), in the table's metadata directory.
-pub(crate) async fn write_inherited_manifest(
-    table: &Table,
-    bucket: &str,
-    batch: &[ReadySegment],
-) -> iceberg::Result<ManifestFile> {
-    let files = inherited_files(table, bucket, batch)?;
-    let metadata = table.metadata();
-    let path = format!(
-        "{}/{}-m0.avro",
-        metadata_root(metadata),
-        uuid::Uuid::new_v4()
-    );
-    let mut writer = manifest_writer(table, &path, None, None)?;
-    for file in files {
-        writer.add_file(file, -1)?;
-    }
-    writer.write_manifest_file().await
 }
 
 /// Whether this client can rewrite manifest `m` into a merged one: its spec is known and binds

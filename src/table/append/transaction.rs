@@ -12,7 +12,7 @@
 //!    ([`BatchCommit::defers_unloaded`]).
 //! 2. **Filter** the batch against the table as it is now (the committed set), so that a segment
 //!    another writer or an earlier attempt registered is never appended again. In a fleet that
-//!    carries intents (`super::intents`), this node's published segments found in the table
+//!    carries intents (`table::fleet::intents`), this node's published segments found in the table
 //!    were carried by another node; a node that does not take turns leaves what it published
 //!    lately to the committers (**deferred**), and an idle committer's turn goes on only if
 //!    there are intents to carry (they were listed and read before the load).
@@ -43,14 +43,11 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::table::Table;
 
 use super::attempts::AppendAttempts;
-use super::hooks::Hooks;
-use super::intents::{Carried, IntentKey, Intents, MarkRaise};
 use super::pacing::Pacer;
 use super::producer::{AppendCommit, prepare_append};
 use super::retry::{
     self, Failure, FailureCounts, Next, after_failure, classify, classify_build, outcome_label,
 };
-use super::{ReadySegment, data_file};
 use crate::catalog::{CommitRequest, TableName};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::footer::SegmentFooter;
@@ -59,8 +56,11 @@ use crate::protocol::segment::UploadedSegment;
 use crate::runtime::backoff::delay_for;
 use crate::runtime::retry::{Op, SLOW_WARNING_AFTER, count_retry, note_retry};
 use crate::table::committed::{Decision, SegmentId};
+use crate::table::data_files::{ReadySegment, data_file};
 use crate::table::env::Env;
+use crate::table::fleet::intents::{Carried, IntentKey, Intents, MarkRaise};
 use crate::table::held::{HeldTable, LocalRecords};
+use crate::table::hooks::Hooks;
 use crate::table::quarantine::is_about_the_file;
 use crate::table::retention;
 
@@ -867,7 +867,7 @@ impl BatchCommit {
     /// Whether this node, which does not take turns, leaves `todo` to the fleet's committers:
     /// all of it is published (now, if it was not: a batch that conflicted, or that it held
     /// before it knew the fleet) and younger than its fallback (a few while the committers are
-    /// seen carrying, `pacing::patience_ms`). What the committers left for longer
+    /// seen carrying, `fleet::slots::patience_ms`). What the committers left for longer
     /// than that, it commits itself.
     async fn leaves_to_committers(
         &mut self,

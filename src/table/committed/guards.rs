@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::WATERMARK_PREFIX;
+use crate::table::summary_keys::WATERMARK_PREFIX;
 
 /// Marks an entry whose property is [`WATERMARK_PREFIX`], a UUID in base64, and maybe a fork.
 const SHORT: char = '~';

@@ -6,12 +6,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::segment::UploadedSegment;
+#[cfg(doc)]
+use crate::table::summary_keys::SEGMENT_IDS;
 
-/// Snapshot summary key: the segments this snapshot registered, as [`SegmentId`]s in base64,
-/// 16 characters each, concatenated.
-pub const SEGMENT_IDS: &str = "thadam.segment-ids";
-/// Snapshot summary key: how many segments this snapshot registered (for people reading it).
-pub const SEGMENT_COUNT: &str = "thadam.segments";
 /// The width of one encoded [`SegmentId`].
 const ID_CHARS: usize = 16;
 

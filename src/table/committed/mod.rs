@@ -37,6 +37,9 @@
 //! `id_set` (the ids held in memory), `watermark` (the watermark properties and their values), `guards` (the
 //! watermarks a carrying snapshot's retention waits for),
 //! `set` (the [`CommittedSet`] that decides from both) and `manifests` (the one manifest read).
+//!
+//! [`SEGMENT_IDS`]: crate::table::summary_keys::SEGMENT_IDS
+//! [`WATERMARK_PREFIX`]: crate::table::summary_keys::WATERMARK_PREFIX
 
 mod guards;
 mod id_set;
@@ -46,13 +49,10 @@ mod set;
 mod watermark;
 
 pub(crate) use guards::{Guards, decode as decode_guards};
-pub use ids::{
-    SEGMENT_COUNT, SEGMENT_IDS, SegmentId, decode_ids, encode_id_list, encode_ids, fingerprint,
-    lists_id,
-};
+pub use ids::{SegmentId, decode_ids, encode_id_list, encode_ids, fingerprint, lists_id};
 pub(crate) use manifests::live_file_ids;
 pub use set::{CommittedSet, Decision};
-pub use watermark::{CATALOG_SEQ, Mark, MarkState, WATERMARK_KEY, WATERMARK_PREFIX, WRITER};
+pub use watermark::{Mark, MarkState};
 pub(crate) use watermark::{decode_mark, mark_log};
 
 /// An `Uploaded` record of catalog `log` at `seq` for object key `key` (for the tests of the

@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::TableMetadata;
 
 use super::id_set::{IdSet, RecentKeys};
-use super::ids::{SEGMENT_IDS, SegmentId, decode_ids};
-use super::watermark::{
-    Mark, MarkState, WATERMARK_PREFIX, decode_mark, encode_mark, parse_mark_key,
-};
+use super::ids::{SegmentId, decode_ids};
+use super::watermark::{Mark, MarkState, decode_mark, encode_mark, parse_mark_key};
 use crate::protocol::segment::UploadedSegment;
+use crate::table::summary_keys::SEGMENT_IDS;
+use crate::table::summary_keys::WATERMARK_PREFIX;
 
 /// Whether a segment is already in the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

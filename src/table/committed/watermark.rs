@@ -4,17 +4,7 @@
 
 use super::ids::{SegmentId, fingerprint};
 use crate::protocol::segment::UploadedSegment;
-
-/// Snapshot summary key: the highest segment-catalog sequence number in this snapshot.
-pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
-/// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
-pub const WRITER: &str = "thadam.writer";
-/// Snapshot summary key: the watermark property ([`WATERMARK_PREFIX`]`...`) set in the same
-/// commit, when one was. Snapshot retention expires a registrar snapshot only while that
-/// property still covers its [`CATALOG_SEQ`] (see `table::retention`).
-pub const WATERMARK_KEY: &str = "thadam.watermark";
-/// Table property prefix of the per-catalog watermarks.
-pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
+use crate::table::summary_keys::WATERMARK_PREFIX;
 
 /// The value of a watermark property: `<seq>:<fingerprint of the record at seq>`.
 pub(crate) fn encode_mark(segment: &UploadedSegment) -> String {

@@ -12,8 +12,8 @@ use iceberg::spec::TableMetadata;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use crate::table::committed::{SEGMENT_IDS, SegmentId, lists_id};
-use crate::table::fleet_keys::INTENTS_COPIED;
+use crate::table::committed::{SegmentId, lists_id};
+use crate::table::summary_keys::{INTENTS_COPIED, SEGMENT_IDS};
 
 /// The most objects waiting for their delete (failed, or queued behind the batch in flight):
 /// past it, the newest are dropped (an intent left is found done and queued again at a later

@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::signing::IntentKey;
-use crate::table::committed::{SegmentId, WATERMARK_PREFIX, decode_ids, decode_mark, mark_log};
+use crate::table::committed::{SegmentId, decode_ids, decode_mark, mark_log};
+use crate::table::summary_keys::WATERMARK_PREFIX;
 
 /// The format that names a manifest (the releases before wrote only this one); an intent of a
 /// format other than it and [`FORMAT_INLINE`] is skipped.

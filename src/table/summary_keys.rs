@@ -1,7 +1,27 @@
-//! The snapshot summary keys a fleet of registrars on one table reads and writes, in one place:
-//! the pacing reads lanes and slots from them, the producer writes them, snapshot retention reads
-//! what a carrying snapshot carried. (The keys of exactly-once itself, segment ids and
-//! watermarks, are `table::committed`'s.)
+//! The `thadam.*` keys the registrar writes into snapshot summaries and table properties, in one
+//! place that everything below the append imports: what ties a snapshot to its segments and to
+//! the watermark of its log (`table::committed`), and what a fleet of registrars on one table
+//! reads of each other (`table::fleet`). The producer writes them; snapshot retention reads them.
+
+// What a snapshot registered, and for which log.
+
+/// Snapshot summary key: the segments this snapshot registered, as [`SegmentId`](crate::table::committed::SegmentId)s in base64,
+/// 16 characters each, concatenated.
+pub const SEGMENT_IDS: &str = "thadam.segment-ids";
+/// Snapshot summary key: how many segments this snapshot registered (for people reading it).
+pub const SEGMENT_COUNT: &str = "thadam.segments";
+/// Snapshot summary key: the highest segment-catalog sequence number in this snapshot.
+pub const CATALOG_SEQ: &str = "thadam.catalog-seq";
+/// Snapshot summary key: which registrar (sink id and pipeline) wrote the snapshot.
+pub const WRITER: &str = "thadam.writer";
+/// Snapshot summary key: the watermark property ([`WATERMARK_PREFIX`]`...`) set in the same
+/// commit, when one was. Snapshot retention expires a registrar snapshot only while that
+/// property still covers its [`CATALOG_SEQ`] (see `table::retention`).
+pub const WATERMARK_KEY: &str = "thadam.watermark";
+/// Table property prefix of the per-catalog watermarks.
+pub const WATERMARK_PREFIX: &str = "thadam.watermark.";
+
+// The fleet (`table::fleet`).
 
 /// The lane of the registrar that wrote the snapshot (a random id per committer, i.e. per
 /// process and table), so that registrars sharing a table can count each other and take turns.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iceberg::table::Table;
 
-use super::ReadySegment;
 use crate::catalog::TableName;
+use crate::table::data_files::ReadySegment;
 
 /// Called right before an append commit is sent, with the table it is about to
 /// commit on and the segments it is about to append. Lets tests make another writer win the race

@@ -1,10 +1,10 @@
-//! Fleet intents: in a fleet that takes turns on one table (see `pacing`), a node waiting for its
+//! Fleet intents: in a fleet that takes turns on one table (see `fleet`), a node waiting for its
 //! turn does not hold its segments back for a whole cycle. It **publishes** them: one intent
 //! beside the fleet's segments, under `<url>/_thadam-intents/<table uuid>/`, holding their data
 //! files, the segments' ids, its segment log and the watermark its own commit would have raised
 //! (see [`record`]; a batch whose data files are too large for an intent writes them in a
 //! manifest in the table's metadata, and the intent names it). Whoever commits next (the fleet's
-//! committer, `pacing::Turn`) **lists** the intents ([`listing`]) and carries them in its
+//! committer, `fleet::lanes::Turn`) **lists** the intents ([`listing`]) and carries them in its
 //! snapshot, with its own segments: the files in its own new manifest, every id in
 //! `thadam.segment-ids`, each log's watermark raised as far as the intents' chain allows
 //! ([`mod@select`]). So a segment waits about one slot, not one cycle of N slots, and the table still
@@ -64,9 +64,9 @@ use listing::{Listed, ManifestRead, Memory, Read, Scope, load_files, read_order}
 use record::{FORMAT, FORMAT_INLINE, INLINE_MAX, Intent};
 use select::{Chosen, Context, Selection, mark_seq, select};
 
-use super::ReadySegment;
-use super::pacing::is_lane;
+use super::slots::is_lane;
 use crate::table::committed::{SegmentId, encode_id_list, encode_ids};
+use crate::table::data_files::ReadySegment;
 
 /// How long a prefetched listing stands for the attempt's own: long, because the listing and
 /// reads ahead of a load take seconds under a backlog, and listing again inside the window would
@@ -308,7 +308,9 @@ impl Intents {
                 Some(Arc::new(files)),
             ),
             None => {
-                match super::producer::write_inherited_manifest(table, &url.bucket, batch).await {
+                match crate::table::data_files::write_inherited_manifest(table, &url.bucket, batch)
+                    .await
+                {
                     Ok(m) => (
                         FORMAT,
                         ManifestRef {
@@ -865,7 +867,7 @@ fn inline_files(
     batch: &[ReadySegment],
 ) -> Option<(Vec<DataFile>, Vec<Box<serde_json::value::RawValue>>)> {
     let metadata = table.metadata();
-    let files = super::producer::inherited_files(table, bucket, batch).ok()?;
+    let files = crate::table::data_files::inherited_files(table, bucket, batch).ok()?;
     let partition_type = metadata.default_partition_type();
     let mut json = Vec::with_capacity(files.len());
     let mut size = 0;
