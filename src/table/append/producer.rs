@@ -181,84 +181,19 @@ impl<'a> PreparedAppend<'a> {
             manifests,
             mut files,
         } = attempt_manifests(table, &self.files, attempts).await?;
-
-        let root = metadata_root(metadata);
-        let list_path = attempts.manifest_list_path(&root, snapshot_id);
-        let next_seq = metadata.next_sequence_number();
-        let first_row_id = metadata.next_row_id();
-        let parent = metadata.current_snapshot_id();
-        let memory = MemoryFile::default();
-        let out = Box::new(memory.clone());
-        let mut list = match metadata.format_version() {
-            FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent),
-            FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, parent, next_seq),
-            FormatVersion::V3 => {
-                ManifestListWriter::v3(out, snapshot_id, parent, next_seq, Some(first_row_id))
-            }
-        };
-        list.add_manifests(manifests.into_iter())?;
-        let next_row_id = list.next_row_id();
-        list.close().await?;
-        let container = memory.bytes();
-        let compressed = deflate_container(&container)?;
-        attempts.wrote(&list_path);
-        table
-            .file_io()
-            .new_output(&list_path)?
-            .write(compressed.into())
-            .await?;
-        attempts.last_list.wrote(&list_path, container);
-        attempts.built();
+        let (list_path, next_row_id) =
+            write_manifest_list(table, attempts, snapshot_id, manifests).await?;
         files.push(list_path.clone());
-
-        let snapshot = Snapshot::builder()
-            .with_manifest_list(list_path.clone())
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(parent)
-            .with_sequence_number(next_seq)
-            .with_summary(summary)
-            .with_schema_id(metadata.current_schema_id())
-            .with_timestamp_ms(
-                self.timestamp_ms
-                    .unwrap_or_else(|| chrono::Utc::now().timestamp_millis()),
-            );
-        let snapshot = match next_row_id {
-            Some(next) => snapshot
-                .with_row_range(first_row_id, next.saturating_sub(first_row_id))
-                .build(),
-            None => snapshot.build(),
-        };
-
-        let mut updates = Vec::new();
-        let mut marks: HashMap<String, String> = carried.marks.iter().cloned().collect();
-        if let Some((property, value)) = self.watermark {
-            marks.insert(property, value);
-        }
-        if !marks.is_empty() {
-            updates.push(TableUpdate::SetProperties { updates: marks });
-        }
-        updates.push(TableUpdate::AddSnapshot { snapshot });
-        updates.push(TableUpdate::SetSnapshotRef {
-            ref_name: MAIN_BRANCH.to_string(),
-            reference: SnapshotReference::new(
-                snapshot_id,
-                SnapshotRetention::branch(None, None, None),
-            ),
-        });
-        if !self.expire.is_empty() {
-            updates.push(TableUpdate::RemoveSnapshots {
-                snapshot_ids: self.expire,
-            });
-        }
-        let requirements = vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: parent,
-            },
-        ];
+        let snapshot = new_snapshot(
+            metadata,
+            &list_path,
+            snapshot_id,
+            summary,
+            self.timestamp_ms,
+            next_row_id,
+        );
+        let updates = commit_updates(carried, self.watermark, snapshot, snapshot_id, self.expire);
+        let requirements = commit_requirements(metadata);
         Ok(AppendCommit {
             updates,
             requirements,
@@ -284,6 +219,117 @@ impl<'a> PreparedAppend<'a> {
     }
 }
 
+/// Writes the attempt's manifest list (`manifests`, deflate-compressed, at the attempt's own
+/// path; its container kept as the last list written) and counts the attempt as built; returns
+/// its path and, for a v3 table, the row id after the rows it assigned.
+async fn write_manifest_list(
+    table: &Table,
+    attempts: &mut AppendAttempts,
+    snapshot_id: i64,
+    manifests: Vec<ManifestFile>,
+) -> iceberg::Result<(String, Option<u64>)> {
+    let metadata = table.metadata();
+    let root = metadata_root(metadata);
+    let list_path = attempts.manifest_list_path(&root, snapshot_id);
+    let next_seq = metadata.next_sequence_number();
+    let first_row_id = metadata.next_row_id();
+    let parent = metadata.current_snapshot_id();
+    let memory = MemoryFile::default();
+    let out = Box::new(memory.clone());
+    let mut list = match metadata.format_version() {
+        FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent),
+        FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, parent, next_seq),
+        FormatVersion::V3 => {
+            ManifestListWriter::v3(out, snapshot_id, parent, next_seq, Some(first_row_id))
+        }
+    };
+    list.add_manifests(manifests.into_iter())?;
+    let next_row_id = list.next_row_id();
+    list.close().await?;
+    let container = memory.bytes();
+    let compressed = deflate_container(&container)?;
+    attempts.wrote(&list_path);
+    table
+        .file_io()
+        .new_output(&list_path)?
+        .write(compressed.into())
+        .await?;
+    attempts.last_list.wrote(&list_path, container);
+    attempts.built();
+    Ok((list_path, next_row_id))
+}
+
+/// The attempt's snapshot on the current one, with its manifest list at `list_path`, `summary`,
+/// stamped `timestamp_ms` (or now); with the row range its list assigned (v3: `next_row_id`).
+fn new_snapshot(
+    metadata: &TableMetadata,
+    list_path: &str,
+    snapshot_id: i64,
+    summary: Summary,
+    timestamp_ms: Option<i64>,
+    next_row_id: Option<u64>,
+) -> Snapshot {
+    let first_row_id = metadata.next_row_id();
+    let snapshot = Snapshot::builder()
+        .with_manifest_list(list_path.to_string())
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(metadata.current_snapshot_id())
+        .with_sequence_number(metadata.next_sequence_number())
+        .with_summary(summary)
+        .with_schema_id(metadata.current_schema_id())
+        .with_timestamp_ms(timestamp_ms.unwrap_or_else(|| chrono::Utc::now().timestamp_millis()));
+    match next_row_id {
+        Some(next) => snapshot
+            .with_row_range(first_row_id, next.saturating_sub(first_row_id))
+            .build(),
+        None => snapshot.build(),
+    }
+}
+
+/// The commit's updates, in order: the watermarks (the carried intents', then the batch's
+/// `watermark`) if any, the snapshot, the `main` ref to it, and the removal of `expire` if any.
+fn commit_updates(
+    carried: &Carried,
+    watermark: Option<(String, String)>,
+    snapshot: Snapshot,
+    snapshot_id: i64,
+    expire: Vec<i64>,
+) -> Vec<TableUpdate> {
+    let mut updates = Vec::new();
+    let mut marks: HashMap<String, String> = carried.marks.iter().cloned().collect();
+    if let Some((property, value)) = watermark {
+        marks.insert(property, value);
+    }
+    if !marks.is_empty() {
+        updates.push(TableUpdate::SetProperties { updates: marks });
+    }
+    updates.push(TableUpdate::AddSnapshot { snapshot });
+    updates.push(TableUpdate::SetSnapshotRef {
+        ref_name: MAIN_BRANCH.to_string(),
+        reference: SnapshotReference::new(snapshot_id, SnapshotRetention::branch(None, None, None)),
+    });
+    if !expire.is_empty() {
+        updates.push(TableUpdate::RemoveSnapshots {
+            snapshot_ids: expire,
+        });
+    }
+    updates
+}
+
+/// The commit's requirements: the table is still the one loaded (its UUID), and `main` still
+/// points at the snapshot the attempt was built on.
+fn commit_requirements(metadata: &TableMetadata) -> Vec<TableRequirement> {
+    vec![
+        TableRequirement::UuidMatch {
+            uuid: metadata.uuid(),
+        },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN_BRANCH.to_string(),
+            snapshot_id: metadata.current_snapshot_id(),
+        },
+    ]
+}
+
 /// The data and delete manifests of an attempt's manifest list, in order, and which of them
 /// this batch wrote.
 struct AttemptManifests {
@@ -306,12 +352,65 @@ async fn attempt_manifests(
 ) -> iceberg::Result<AttemptManifests> {
     let metadata = table.metadata();
     let snapshot_id = attempts.snapshot_id(metadata);
-    let root = metadata_root(metadata);
     let schema_id = metadata.current_schema_id();
+    let new_manifest = new_manifest(table, added, attempts, snapshot_id).await?;
+    let current = current_manifests(table, &attempts.last_list).await?;
+    let mut files: Vec<String> = new_manifest
+        .iter()
+        .map(|m| m.manifest_path.clone())
+        .collect();
 
+    let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
+        .into_iter()
+        .partition(|m| m.content == ManifestContentType::Data);
+
+    // Asked before the cache is taken apart: a batch whose write-ahead merged already reuses
+    // that merge and plans no other (a second plan could merge the first merge away, leaving
+    // it written, sent and referenced by nothing: an orphan).
+    let may_merge = attempts.may_merge();
+    let valid = valid_merges(attempts, &data, schema_id);
+    let (candidates, new) = merges_in_place(new_manifest, data, &valid);
+    files.extend(valid.iter().map(|v| v.manifest.manifest_path.clone()));
+    attempts.merges = valid;
+
+    let mut manifests = Vec::with_capacity(candidates.len() + deletes.len());
+    if may_merge {
+        merge_planned(
+            table,
+            attempts,
+            snapshot_id,
+            &candidates,
+            new,
+            &mut manifests,
+            &mut files,
+        )
+        .await?;
+    } else {
+        manifests = candidates;
+    }
+    // Delete manifests (other writers' row deletes) are never merged, only carried.
+    manifests.extend(deletes);
+    Ok(AttemptManifests {
+        snapshot_id,
+        manifests,
+        files,
+    })
+}
+
+/// The manifest of `added`, written with `snapshot_id`: the batch's cached one while it was
+/// written for the same files, schema and spec; else a new one (the cached one retired). `None`
+/// for a commit that only carries intents.
+async fn new_manifest(
+    table: &Table,
+    added: &[DataFile],
+    attempts: &mut AppendAttempts,
+    snapshot_id: i64,
+) -> iceberg::Result<Option<ManifestFile>> {
+    let metadata = table.metadata();
+    let root = metadata_root(metadata);
     let key = NewFilesKey {
         paths: added.iter().map(|f| f.file_path().to_string()).collect(),
-        schema_id,
+        schema_id: metadata.current_schema_id(),
         spec_id: metadata.default_partition_spec_id(),
     };
     let new_manifest = match &attempts.new_manifest {
@@ -340,23 +439,18 @@ async fn attempt_manifests(
             Some(m)
         }
     };
-    let current = current_manifests(table, &attempts.last_list).await?;
-    let mut files: Vec<String> = new_manifest
-        .iter()
-        .map(|m| m.manifest_path.clone())
-        .collect();
+    Ok(new_manifest)
+}
 
-    let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = current
-        .into_iter()
-        .partition(|m| m.content == ManifestContentType::Data);
-
-    // Cached merges whose inputs are all still listed stand in for them; the others are stale
-    // (another writer rewrote an input: a compaction, a delete).
+/// Takes the batch's cached merges out of `attempts`: those written under `schema_id` whose
+/// inputs `data` (the current data manifests) still lists all stand in for them; the others are
+/// stale (another writer rewrote an input: a compaction, a delete) and retired.
+fn valid_merges(
+    attempts: &mut AppendAttempts,
+    data: &[ManifestFile],
+    schema_id: i32,
+) -> Vec<CachedMerge> {
     let listed: HashSet<&str> = data.iter().map(|m| m.manifest_path.as_str()).collect();
-    // Asked before the cache is taken apart: a batch whose write-ahead merged already reuses
-    // that merge and plans no other (a second plan could merge the first merge away, leaving
-    // it written, sent and referenced by nothing: an orphan).
-    let may_merge = attempts.may_merge();
     let mut valid: Vec<CachedMerge> = Vec::new();
     for merge in std::mem::take(&mut attempts.merges) {
         if merge.schema_id == schema_id && merge.inputs.iter().all(|p| listed.contains(p.as_str()))
@@ -366,7 +460,17 @@ async fn attempt_manifests(
             attempts.retire(&merge.manifest.manifest_path);
         }
     }
-    // The new manifest first (the newest, as Java lists a snapshot's appended manifests).
+    valid
+}
+
+/// The merge candidates, in order: the new manifest first (the newest, as Java lists a
+/// snapshot's appended manifests), then the current data manifests with each `valid` merge where
+/// its newest input was and its other inputs left out; and how many of them are new (0 or 1).
+fn merges_in_place(
+    new_manifest: Option<ManifestFile>,
+    data: Vec<ManifestFile>,
+    valid: &[CachedMerge],
+) -> (Vec<ManifestFile>, usize) {
     let mut candidates: Vec<ManifestFile> = new_manifest.into_iter().collect();
     let new = candidates.len();
     candidates.reserve(data.len());
@@ -385,64 +489,75 @@ async fn attempt_manifests(
             None => candidates.push(m),
         }
     }
-    files.extend(valid.iter().map(|v| v.manifest.manifest_path.clone()));
-    attempts.merges = valid;
+    (candidates, new)
+}
 
-    let mut manifests = Vec::with_capacity(candidates.len() + deletes.len());
-    if may_merge {
-        let plan = merge::plan(
-            &merge_policy(table),
-            &candidates
-                .iter()
-                .map(|m| Candidate {
-                    spec_id: m.partition_spec_id,
-                    length: u64::try_from(m.manifest_length).unwrap_or(0),
-                    entries: u64::from(m.added_files_count.unwrap_or(0))
-                        + u64::from(m.existing_files_count.unwrap_or(0)),
-                    mergeable: can_rewrite(metadata, m),
-                })
-                .collect::<Vec<_>>(),
-            new,
-        );
-        for planned in plan {
-            match planned {
-                Planned::Keep(i) => manifests.push(candidates[i].clone()),
-                Planned::Merge { spec_id, members } => {
-                    // The new manifests stay out of the merge (see above).
-                    let (fresh, inputs): (Vec<usize>, Vec<usize>) =
-                        members.into_iter().partition(|&i| i < new);
-                    manifests.extend(fresh.iter().map(|&i| candidates[i].clone()));
-                    if inputs.len() < 2 {
-                        manifests.extend(inputs.iter().map(|&i| candidates[i].clone()));
-                        continue;
-                    }
-                    let path = attempts.manifest_path(&root);
-                    attempts.wrote(&path);
-                    let merged =
-                        merge_bin(table, &path, snapshot_id, spec_id, &candidates, &inputs).await?;
-                    attempts.merges.push(CachedMerge {
-                        inputs: inputs
-                            .iter()
-                            .map(|&i| candidates[i].manifest_path.clone())
-                            .collect(),
-                        schema_id,
-                        manifest: merged.clone(),
-                    });
-                    files.push(path);
-                    manifests.push(merged);
+/// The merges the table's policy asks for, on the batch's first attempt: pushes `candidates`
+/// (the first `new` of them the batch's new manifest) onto `manifests` in the plan's order, each
+/// bin of at least two older manifests merged into one written with `snapshot_id` (its path
+/// pushed onto `files`, the merge cached in `attempts` for the later attempts).
+async fn merge_planned(
+    table: &Table,
+    attempts: &mut AppendAttempts,
+    snapshot_id: i64,
+    candidates: &[ManifestFile],
+    new: usize,
+    manifests: &mut Vec<ManifestFile>,
+    files: &mut Vec<String>,
+) -> iceberg::Result<()> {
+    let metadata = table.metadata();
+    let root = metadata_root(metadata);
+    let schema_id = metadata.current_schema_id();
+    for planned in merge_plan(table, candidates, new) {
+        match planned {
+            Planned::Keep(i) => manifests.push(candidates[i].clone()),
+            Planned::Merge { spec_id, members } => {
+                // The new manifests stay out of the merge (see `attempt_manifests`).
+                let (fresh, inputs): (Vec<usize>, Vec<usize>) =
+                    members.into_iter().partition(|&i| i < new);
+                manifests.extend(fresh.iter().map(|&i| candidates[i].clone()));
+                if inputs.len() < 2 {
+                    manifests.extend(inputs.iter().map(|&i| candidates[i].clone()));
+                    continue;
                 }
+                let path = attempts.manifest_path(&root);
+                attempts.wrote(&path);
+                let merged =
+                    merge_bin(table, &path, snapshot_id, spec_id, candidates, &inputs).await?;
+                attempts.merges.push(CachedMerge {
+                    inputs: inputs
+                        .iter()
+                        .map(|&i| candidates[i].manifest_path.clone())
+                        .collect(),
+                    schema_id,
+                    manifest: merged.clone(),
+                });
+                files.push(path);
+                manifests.push(merged);
             }
         }
-    } else {
-        manifests = candidates;
     }
-    // Delete manifests (other writers' row deletes) are never merged, only carried.
-    manifests.extend(deletes);
-    Ok(AttemptManifests {
-        snapshot_id,
-        manifests,
-        files,
-    })
+    Ok(())
+}
+
+/// The table's merge policy's plan over `candidates` (the first `new` of them new), each
+/// weighed by its length and entries, and mergeable where this client can rewrite it.
+fn merge_plan(table: &Table, candidates: &[ManifestFile], new: usize) -> Vec<Planned> {
+    let metadata = table.metadata();
+    merge::plan(
+        &merge_policy(table),
+        &candidates
+            .iter()
+            .map(|m| Candidate {
+                spec_id: m.partition_spec_id,
+                length: u64::try_from(m.manifest_length).unwrap_or(0),
+                entries: u64::from(m.added_files_count.unwrap_or(0))
+                    + u64::from(m.existing_files_count.unwrap_or(0)),
+                mergeable: can_rewrite(metadata, m),
+            })
+            .collect::<Vec<_>>(),
+        new,
+    )
 }
 
 /// The current snapshot's manifests that hold files (manifests without files are left behind,

@@ -1,6 +1,7 @@
 //! What a writer does after a commit that did not land, an append or a schema change alike:
 //! what the failure means ([`classify`], [`classify_build`]) and what comes next
-//! ([`after_failure`], [`resend`]), as pure functions, so that every commit of a table answers a
+//! ([`decide`]: one decision over [`resend`], a fleet committer's deferral and [`after_failure`]),
+//! as pure functions, so that every commit of a table answers a
 //! 409, a lost answer and a refusal the same way, from one place.
 //!
 //! | what happened ([`CommitFailure`]) | [`Failure`] | next |
@@ -210,6 +211,146 @@ pub(crate) fn conflict_cap(retry_max: Duration, interval: Duration) -> Duration 
         .min(retry_max)
 }
 
+/// Which kind of commit failed (they count and pace differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Append,
+    Schema,
+}
+
+/// What comes after a commit that did not land: the one decision every failed commit of a
+/// table goes through ([`decide`]). The transaction owns when the next attempt may go; the
+/// committer only schedules it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Send the same request again, as it is, after the pause (see [`resend`]).
+    Resend(Duration),
+    /// Reload the table after the pause and derive the commit again.
+    Reload(Duration),
+    /// A fleet's committer whose append conflicted: again in its own next turn (see
+    /// `table::fleet`), what it holds published for the others meanwhile.
+    Defer,
+    /// Stop with the failure's error.
+    Stop,
+}
+
+/// An append that was sent, as the decision needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SentAppend {
+    /// Its request carries an `Idempotency-Key`.
+    pub keyed: bool,
+    /// How many times it was sent again as it is.
+    pub resends: u32,
+    /// It carried `remove-snapshots` (snapshot retention).
+    pub removes_snapshots: bool,
+    /// It is the probe of an earlier refusal: it went without `remove-snapshots`.
+    pub probing: bool,
+}
+
+/// What the transaction knows of a failed commit besides the failure itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Failed<'a> {
+    pub kind: Kind,
+    /// The append sent, when the failure is its answer (`None`: a schema commit, or an append
+    /// that could not be built).
+    pub sent: Option<SentAppend>,
+    /// This node is a committer of a fleet that carries intents and takes turns.
+    pub in_turn: bool,
+    /// The failures of the batch before this one.
+    pub counts: FailureCounts,
+    pub policy: &'a RetryPolicy,
+    /// The table's commit interval (its adaptive pace; zero when nobody else writes).
+    pub interval: Duration,
+    /// A uniform draw in [0, 1) for the conflict jitter.
+    pub unit: f64,
+}
+
+/// What the retention probe does after a failed append (see the transaction's
+/// `RetentionProbe`): catalogs that manage snapshots themselves refuse `remove-snapshots`, and
+/// the refusal reads as a 500 (unknown) or a 4xx (fatal); the next attempt tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Nothing changes.
+    Keep,
+    /// The probe itself failed: the suspicion is cleared.
+    Clear,
+    /// The next attempt goes without `remove-snapshots`; this failure is the suspect's.
+    Start(String),
+}
+
+/// The decision: the step, the failure counts to keep, the probe, and the failure as it counts
+/// (a refusal under the probe is retried, not fatal).
+#[derive(Debug)]
+pub(crate) struct Decision {
+    pub step: Step,
+    pub counts: FailureCounts,
+    pub probe: Probe,
+    pub failure: Failure,
+}
+
+/// What comes after `failure`: a resend of the same request while that is safe ([`resend`]),
+/// else (after the retention probe) a fleet committer's conflicted append waits for its next
+/// turn, and everything else is [`after_failure`]'s: reload after a pause, or stop.
+pub(crate) fn decide(failure: Failure, f: &Failed<'_>) -> Decision {
+    let mut probe = Probe::Keep;
+    let mut failure = failure;
+    if let Some(sent) = f.sent {
+        if resend(&failure, sent.keyed, sent.resends)
+            && let Failure::Unknown(e) | Failure::NotApplied(e) = &failure
+        {
+            return Decision {
+                step: Step::Resend(delay_for(f.policy, sent.resends, e)),
+                counts: f.counts,
+                probe,
+                failure,
+            };
+        }
+        (failure, probe) = probe_retention(failure, sent);
+    }
+    if f.kind == Kind::Append && f.in_turn && matches!(failure, Failure::Conflict(_)) {
+        return Decision {
+            step: Step::Defer,
+            counts: f.counts,
+            probe,
+            failure,
+        };
+    }
+    let (next, counts) = after_failure(&failure, f.counts, f.policy, f.interval, f.unit);
+    let step = match next {
+        Next::Stop => Step::Stop,
+        Next::Reload { delay } => Step::Reload(delay),
+    };
+    Decision {
+        step,
+        counts,
+        probe,
+        failure,
+    }
+}
+
+/// The retention probe's part of the decision: a failed probe clears the suspicion; a refused
+/// (or unknown) append that carried `remove-snapshots` starts one, a refusal then retried once
+/// rather than fatal.
+fn probe_retention(failure: Failure, sent: SentAppend) -> (Failure, Probe) {
+    if sent.probing {
+        return (failure, Probe::Clear);
+    }
+    if !sent.removes_snapshots {
+        return (failure, Probe::Keep);
+    }
+    match failure {
+        Failure::Fatal(e) => {
+            let probe = Probe::Start(e.to_string());
+            (Failure::NotApplied(e), probe)
+        }
+        Failure::Unknown(e) => {
+            let probe = Probe::Start(e.to_string());
+            (Failure::Unknown(e), probe)
+        }
+        other => (other, Probe::Keep),
+    }
+}
+
 /// The `outcome` label of `thadam_iceberg_commits_total` for a failed commit.
 pub(crate) fn outcome_label(failure: &Failure) -> &'static str {
     match failure {
@@ -230,6 +371,117 @@ mod tests {
             max: Duration::from_secs(2),
             jitter: false,
         }
+    }
+
+    fn failed(kind: Kind, sent: Option<SentAppend>, in_turn: bool, p: &RetryPolicy) -> Failed<'_> {
+        Failed {
+            kind,
+            sent,
+            in_turn,
+            counts: FailureCounts::default(),
+            policy: p,
+            interval: Duration::ZERO,
+            unit: 0.5,
+        }
+    }
+
+    fn sent(keyed: bool, resends: u32) -> SentAppend {
+        SentAppend {
+            keyed,
+            resends,
+            removes_snapshots: false,
+            probing: false,
+        }
+    }
+
+    #[test]
+    fn one_decision_resends_while_it_is_safe_then_reloads() {
+        let p = policy();
+        let unknown = || Failure::Unknown(Error::unavailable("503"));
+        let never_left = || Failure::NotApplied(Error::unavailable("connection refused"));
+        let d = decide(
+            unknown(),
+            &failed(Kind::Append, Some(sent(true, 0)), false, &p),
+        );
+        assert_eq!(d.step, Step::Resend(Duration::from_millis(100)));
+        assert_eq!(
+            d.counts,
+            FailureCounts::default(),
+            "a resend counts no failure"
+        );
+        // Without a key, an unknown outcome is reconciled by a reload, never resent.
+        let d = decide(
+            unknown(),
+            &failed(Kind::Append, Some(sent(false, 0)), false, &p),
+        );
+        assert!(matches!(d.step, Step::Reload(_)));
+        assert_eq!(d.counts.outages, 1);
+        // A request that never left is resent, keyed or not, up to the limit.
+        let d = decide(
+            never_left(),
+            &failed(Kind::Append, Some(sent(false, 1)), false, &p),
+        );
+        assert!(matches!(d.step, Step::Resend(_)));
+        let over = sent(true, IDEMPOTENT_RESENDS);
+        let d = decide(unknown(), &failed(Kind::Append, Some(over), false, &p));
+        assert!(matches!(d.step, Step::Reload(_)));
+        // A schema commit is never resent.
+        let d = decide(unknown(), &failed(Kind::Schema, None, false, &p));
+        assert!(matches!(d.step, Step::Reload(_)));
+    }
+
+    #[test]
+    fn one_decision_defers_a_conflicted_append_of_a_committer_in_turn_only() {
+        let p = policy();
+        let conflict = || Failure::Conflict("requirement failed".into());
+        let d = decide(
+            conflict(),
+            &failed(Kind::Append, Some(sent(true, 0)), true, &p),
+        );
+        assert_eq!(d.step, Step::Defer);
+        let d = decide(
+            conflict(),
+            &failed(Kind::Append, Some(sent(true, 0)), false, &p),
+        );
+        assert_eq!(
+            d.step,
+            Step::Reload(Duration::ZERO),
+            "the first conflicts retry at once"
+        );
+        assert_eq!(d.counts.conflicts, 1);
+        // A schema commit that conflicted reloads, in turn or not.
+        let d = decide(conflict(), &failed(Kind::Schema, None, true, &p));
+        assert!(matches!(d.step, Step::Reload(_)));
+        let fatal = Failure::Fatal(Error::auth_failed("refused"));
+        let d = decide(fatal, &failed(Kind::Append, Some(sent(true, 0)), true, &p));
+        assert_eq!(d.step, Step::Stop);
+    }
+
+    #[test]
+    fn a_refused_removal_of_snapshots_is_probed_once_rather_than_fatal() {
+        let p = policy();
+        let removing = SentAppend {
+            removes_snapshots: true,
+            ..sent(true, 0)
+        };
+        let fatal = || Failure::Fatal(Error::auth_failed("400 external snapshot management"));
+        let d = decide(fatal(), &failed(Kind::Append, Some(removing), false, &p));
+        assert!(matches!(d.step, Step::Reload(_)), "{:?}", d.step);
+        assert!(matches!(d.failure, Failure::NotApplied(_)));
+        assert!(matches!(d.probe, Probe::Start(_)));
+        // An unknown outcome is resent first (under its key), the probe untouched.
+        let unknown = Failure::Unknown(Error::unavailable("500"));
+        let d = decide(unknown, &failed(Kind::Append, Some(removing), false, &p));
+        assert!(matches!(d.step, Step::Resend(_)));
+        assert_eq!(d.probe, Probe::Keep);
+        // The probe (an attempt without the removal) fails too: the suspicion is cleared, and
+        // the failure counts as it is.
+        let probing = SentAppend {
+            probing: true,
+            ..sent(true, 0)
+        };
+        let d = decide(fatal(), &failed(Kind::Append, Some(probing), false, &p));
+        assert_eq!((d.step, d.probe), (Step::Stop, Probe::Clear));
     }
 
     fn reload_delay(next: Next) -> Duration {

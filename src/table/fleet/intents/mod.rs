@@ -48,7 +48,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use iceberg::spec::{DataFile, FormatVersion};
+use iceberg::spec::{DataFile, FormatVersion, TableMetadata};
 use iceberg::table::Table;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
@@ -86,6 +86,17 @@ type Candidate = (ObjectPath, Arc<Intent>, Option<Arc<Vec<DataFile>>>);
 /// A listing read ahead of the load: the table UUID it was checked for, when, the intents, and
 /// the manifests read with it (see [`Intents::prefetch`]).
 type Prefetched = (String, Instant, Listed, Loaded);
+
+/// How an intent holds its data files (see [`Intents::form_of`]).
+struct IntentForm {
+    /// [`FORMAT_INLINE`] (the files in the intent) or [`FORMAT`] (in a manifest).
+    format: &'static str,
+    manifest: ManifestRef,
+    /// The files' JSON, held in the intent; empty where a manifest holds them.
+    files: Vec<Box<serde_json::value::RawValue>>,
+    /// The files themselves, where the intent holds them.
+    decoded: Option<Arc<Vec<DataFile>>>,
+}
 
 /// A table's intents, as one committer sees them (see the module docs).
 #[derive(Debug)]
@@ -283,65 +294,12 @@ impl Intents {
         now_ms: i64,
     ) -> Option<(IntentRecord, Option<Arc<Vec<DataFile>>>)> {
         let metadata = table.metadata();
-        let bytes: u64 = batch.iter().map(|r| r.segment.file_size).sum();
-        // The data files go in the intent itself (one PUT to publish, one GET to carry), unless
-        // they are too large for one: then a manifest in the table's metadata holds them.
-        let inline = if self.inline {
-            inline_files(table, &url.bucket, batch)
-        } else {
-            None
-        };
-        let (format, manifest, files, decoded) = match inline {
-            Some((files, json)) => (
-                FORMAT_INLINE,
-                ManifestRef {
-                    path: String::new(),
-                    length: 0,
-                    spec_id: metadata.default_partition_spec_id(),
-                    schema_id: metadata.current_schema_id(),
-                    files: files.len() as u32,
-                    rows: files.iter().map(|f| f.record_count()).sum(),
-                    bytes,
-                    partitions: None,
-                },
-                json,
-                Some(Arc::new(files)),
-            ),
-            None => {
-                match crate::table::data_files::write_inherited_manifest(table, &url.bucket, batch)
-                    .await
-                {
-                    Ok(m) => (
-                        FORMAT,
-                        ManifestRef {
-                            path: m.manifest_path.clone(),
-                            length: m.manifest_length,
-                            spec_id: m.partition_spec_id,
-                            schema_id: metadata.current_schema_id(),
-                            files: m.added_files_count.unwrap_or(0),
-                            rows: m.added_rows_count.unwrap_or(0),
-                            bytes,
-                            partitions: m.partitions.clone(),
-                        },
-                        Vec::new(),
-                        None,
-                    ),
-                    Err(e) => {
-                        tracing::debug!(table = %self.table, "could not write an intent's manifest ({e}); the segments wait for this node's slot");
-                        return None;
-                    }
-                }
-            }
-        };
-        // The log of the batch: one catalog, as a committer's segments always are.
-        let log = batch
-            .first()
-            .and_then(|r| r.segment.catalog_id.clone())
-            .filter(|log| {
-                batch
-                    .iter()
-                    .all(|r| r.segment.catalog_id.as_deref() == Some(log))
-            });
+        let IntentForm {
+            format,
+            manifest,
+            files,
+            decoded,
+        } = self.form_of(url, table, batch).await?;
         let record = IntentRecord {
             format: format.to_string(),
             table_uuid: metadata.uuid().to_string(),
@@ -354,11 +312,74 @@ impl Intents {
             segment_ids: encode_ids(batch.iter().map(|r| r.segment.object_key.as_str())),
             max_seq: batch.iter().map(|r| r.segment.seq).max().unwrap_or(0),
             watermark: mark,
-            log,
+            log: batch_log(batch),
             min_seq: batch.iter().map(|r| r.segment.seq).min(),
             sig: None,
         };
         Some((record, decoded))
+    }
+
+    /// How an intent of `batch` holds its data files: in itself (`thadam-intent/2`, where
+    /// [`Intents::inline`] and they fit), else in a manifest written now (`thadam-intent/1`).
+    /// `None` when that manifest could not be written (the segments wait for this node's slot).
+    async fn form_of(
+        &self,
+        url: &crate::config::TableRoot,
+        table: &Table,
+        batch: &[ReadySegment],
+    ) -> Option<IntentForm> {
+        let metadata = table.metadata();
+        let bytes: u64 = batch.iter().map(|r| r.segment.file_size).sum();
+        // The data files go in the intent itself (one PUT to publish, one GET to carry), unless
+        // they are too large for one: then a manifest in the table's metadata holds them.
+        let inline = if self.inline {
+            inline_files(table, &url.bucket, batch)
+        } else {
+            None
+        };
+        let form = match inline {
+            Some((files, json)) => IntentForm {
+                format: FORMAT_INLINE,
+                manifest: ManifestRef {
+                    path: String::new(),
+                    length: 0,
+                    spec_id: metadata.default_partition_spec_id(),
+                    schema_id: metadata.current_schema_id(),
+                    files: files.len() as u32,
+                    rows: files.iter().map(|f| f.record_count()).sum(),
+                    bytes,
+                    partitions: None,
+                },
+                files: json,
+                decoded: Some(Arc::new(files)),
+            },
+            None => {
+                match crate::table::data_files::write_inherited_manifest(table, &url.bucket, batch)
+                    .await
+                {
+                    Ok(m) => IntentForm {
+                        format: FORMAT,
+                        manifest: ManifestRef {
+                            path: m.manifest_path.clone(),
+                            length: m.manifest_length,
+                            spec_id: m.partition_spec_id,
+                            schema_id: metadata.current_schema_id(),
+                            files: m.added_files_count.unwrap_or(0),
+                            rows: m.added_rows_count.unwrap_or(0),
+                            bytes,
+                            partitions: m.partitions.clone(),
+                        },
+                        files: Vec::new(),
+                        decoded: None,
+                    },
+                    Err(e) => {
+                        tracing::debug!(table = %self.table, "could not write an intent's manifest ({e}); the segments wait for this node's slot");
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(form)
     }
 
     /// After a PUT of an intent failed with `e` (not a refusal): whether to hold it as
@@ -559,10 +580,44 @@ impl Intents {
             return carried;
         }
         self.listed = true;
-        let uuid = metadata.uuid().to_string();
+        let (listed, loaded) = self
+            .listing_for(store, url, table, budget, holds, now_ms)
+            .await;
+        carried.withdrawn = self.withdrawn_by(own_todo);
+        let candidates = self.candidates(listed, &loaded);
+        let Selection { carry, done, marks } =
+            select_of(metadata, &candidates, own_todo, holds, own_property, budget);
+        carry_chosen(&mut carried, &candidates, carry);
+        carried.encoded_ids = encode_id_list(&carried.ids);
+        carried.marks = marks.into_iter().collect();
+        tracing::debug!(
+            table = %self.table,
+            listed = candidates.len(),
+            carried = carried.keys.len(),
+            done = done.len(),
+            withdrawn = carried.withdrawn.len(),
+            "gathered the fleet's intents"
+        );
+        self.queue(done_deletes(metadata, &candidates, done));
+        self.flush(store, table);
+        carried
+    }
+
+    /// The listing a commit on `table` chooses from, and the manifests read with it: this
+    /// attempt's prefetch while it is fresh and of this table, else a listing made now.
+    async fn listing_for(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        table: &Table,
+        budget: usize,
+        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+        now_ms: i64,
+    ) -> (Listed, Loaded) {
+        let uuid = table.metadata().uuid().to_string();
         // Only this attempt's prefetch (an attempt that ended before it carried anything leaves
         // one that later intents are missing from).
-        let (listed, loaded) = match self.prefetched.take() {
+        match self.prefetched.take() {
             Some((checked_for, at, listed, loaded))
                 if checked_for == uuid && at.elapsed() < PREFETCH_FRESH =>
             {
@@ -574,16 +629,25 @@ impl Intents {
                     .await;
                 (listed, loaded)
             }
-        };
+        }
+    }
+
+    /// This node's pending intents that hold a segment of `own_todo`: the commit registers
+    /// that segment as its own new file, so it withdraws them.
+    fn withdrawn_by(&self, own_todo: &[ReadySegment]) -> Vec<Published> {
         let todo: HashSet<u64> = own_todo.iter().map(|r| r.segment.seq).collect();
-        carried.withdrawn = self
-            .own
+        self.own
             .iter()
             .filter(|p| p.seqs.iter().any(|s| todo.contains(s)))
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// The intents of `listed` that are not this node's own, each with its data files where
+    /// they are at hand: held in the intent, or its manifest's read in `loaded`.
+    fn candidates(&self, listed: Listed, loaded: &Loaded) -> Vec<Candidate> {
         let own_keys: HashSet<&ObjectPath> = self.own.iter().map(|p| &p.key).collect();
-        let candidates: Vec<Candidate> = listed
+        listed
             .into_iter()
             .filter(|(key, _)| !own_keys.contains(key))
             .map(|(key, intent)| {
@@ -596,85 +660,7 @@ impl Intents {
                     });
                 (key, intent, files)
             })
-            .collect();
-        let reserved: HashSet<SegmentId> = own_todo
-            .iter()
-            .map(|r| SegmentId::of(&r.segment.object_key))
-            .collect();
-        let properties = metadata.properties();
-        let mark = |p: &str| properties.get(p).and_then(|v| mark_seq(v));
-        let default_spec = metadata.default_partition_spec_id();
-        // Its files go into the commit's own manifest, written with the default spec.
-        let fits = |i: usize| {
-            let (_, intent, files) = &candidates[i];
-            files.is_some()
-                && intent.record.manifest.spec_id == default_spec
-                && metadata
-                    .schema_by_id(intent.record.manifest.schema_id)
-                    .is_some()
-        };
-        let views: Vec<&Intent> = candidates.iter().map(|(_, i, _)| i.as_ref()).collect();
-        let Selection { carry, done, marks } = select(
-            &views,
-            &Context {
-                holds,
-                mark_seq: &mark,
-                fits: &fits,
-                reserved: &reserved,
-                own_property,
-                budget,
-            },
-        );
-        for Chosen { index, take } in carry {
-            let (key, intent, files) = &candidates[index];
-            let Some(files) = files else { continue };
-            for &k in &take {
-                carried.files.push(files[k].clone());
-                carried.ids.push(intent.ids[k]);
-            }
-            let record = &intent.record;
-            if let Some(path) = record.manifest_path() {
-                carried.copied.push(path.to_string());
-            }
-            carried.keys.push((key.clone(), record.created_ms));
-            if is_lane(&record.lane) {
-                carried.lanes.insert(record.lane.clone());
-            }
-            let property = record
-                .watermark
-                .as_ref()
-                .map_or("", |m| m.property.as_str());
-            carried.guards.add(property, record.max_seq);
-        }
-        carried.encoded_ids = encode_id_list(&carried.ids);
-        carried.marks = marks.into_iter().collect();
-        tracing::debug!(
-            table = %self.table,
-            listed = candidates.len(),
-            carried = carried.keys.len(),
-            done = done.len(),
-            withdrawn = carried.withdrawn.len(),
-            "gathered the fleet's intents"
-        );
-        // Done intents: deleted (their manifests only where no snapshot can name them).
-        let mut deletes = Deletes::default();
-        let mut checks = 0;
-        for i in done {
-            let (key, intent, _) = &candidates[i];
-            if let Some(path) = intent.record.manifest_path() {
-                if checks == DONE_MANIFEST_CHECKS {
-                    continue;
-                }
-                checks += 1;
-                if consumed_by_copy(metadata, &intent.ids) {
-                    deletes.manifests.push(path.to_string());
-                }
-            }
-            deletes.keys.push(key.clone());
-        }
-        self.queue(deletes);
-        self.flush(store, table);
-        carried
+            .collect()
     }
 
     /// The commit that carried `carried` landed: the intents it carried are consumed (deleted
@@ -850,12 +836,115 @@ impl Intents {
     }
 }
 
+/// [`select()`] over `candidates` for a commit on the table of `metadata`: the commit reserves
+/// the segments of `own_todo` and raises `own_property` itself; a candidate fits where its
+/// files were read and were described under the default spec and a schema the table has.
+fn select_of(
+    metadata: &TableMetadata,
+    candidates: &[Candidate],
+    own_todo: &[ReadySegment],
+    holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+    own_property: Option<&str>,
+    budget: usize,
+) -> Selection {
+    let reserved: HashSet<SegmentId> = own_todo
+        .iter()
+        .map(|r| SegmentId::of(&r.segment.object_key))
+        .collect();
+    let properties = metadata.properties();
+    let mark = |p: &str| properties.get(p).and_then(|v| mark_seq(v));
+    let default_spec = metadata.default_partition_spec_id();
+    // Its files go into the commit's own manifest, written with the default spec.
+    let fits = |i: usize| {
+        let (_, intent, files) = &candidates[i];
+        files.is_some()
+            && intent.record.manifest.spec_id == default_spec
+            && metadata
+                .schema_by_id(intent.record.manifest.schema_id)
+                .is_some()
+    };
+    let views: Vec<&Intent> = candidates.iter().map(|(_, i, _)| i.as_ref()).collect();
+    select(
+        &views,
+        &Context {
+            holds,
+            mark_seq: &mark,
+            fits: &fits,
+            reserved: &reserved,
+            own_property,
+            budget,
+        },
+    )
+}
+
+/// Adds the `carry` chosen of `candidates` to `carried`: the files and ids of the segments
+/// taken, the manifest copied (`thadam-intent/1`), the intent's key, its lane, and the guard of
+/// its watermark (an empty property where it has none).
+fn carry_chosen(carried: &mut Carried, candidates: &[Candidate], carry: Vec<Chosen>) {
+    for Chosen { index, take } in carry {
+        let (key, intent, files) = &candidates[index];
+        let Some(files) = files else { continue };
+        for &k in &take {
+            carried.files.push(files[k].clone());
+            carried.ids.push(intent.ids[k]);
+        }
+        let record = &intent.record;
+        if let Some(path) = record.manifest_path() {
+            carried.copied.push(path.to_string());
+        }
+        carried.keys.push((key.clone(), record.created_ms));
+        if is_lane(&record.lane) {
+            carried.lanes.insert(record.lane.clone());
+        }
+        let property = record
+            .watermark
+            .as_ref()
+            .map_or("", |m| m.property.as_str());
+        carried.guards.add(property, record.max_seq);
+    }
+}
+
+/// The deletes of the `done` intents of `candidates`: their keys, and their manifests where no
+/// snapshot can name them. Only the first [`DONE_MANIFEST_CHECKS`] that name a manifest are
+/// checked; the others that do are left (key and manifest) for a later commit.
+fn done_deletes(metadata: &TableMetadata, candidates: &[Candidate], done: Vec<usize>) -> Deletes {
+    let mut deletes = Deletes::default();
+    let mut checks = 0;
+    for i in done {
+        let (key, intent, _) = &candidates[i];
+        if let Some(path) = intent.record.manifest_path() {
+            if checks == DONE_MANIFEST_CHECKS {
+                continue;
+            }
+            checks += 1;
+            if consumed_by_copy(metadata, &intent.ids) {
+                deletes.manifests.push(path.to_string());
+            }
+        }
+        deletes.keys.push(key.clone());
+    }
+    deletes
+}
+
 /// Whether a store's answer refuses a request for good (its keys may not do it).
 fn is_refusal(e: &object_store::Error) -> bool {
     matches!(
         e,
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
     )
+}
+
+/// The log of `batch`: the catalog of its segments, where they all have the same one (as a
+/// committer's segments always do).
+fn batch_log(batch: &[ReadySegment]) -> Option<String> {
+    batch
+        .first()
+        .and_then(|r| r.segment.catalog_id.clone())
+        .filter(|log| {
+            batch
+                .iter()
+                .all(|r| r.segment.catalog_id.as_deref() == Some(log))
+        })
 }
 
 /// The data files of `batch` and their JSON for an intent that holds them
