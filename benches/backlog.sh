@@ -4,11 +4,14 @@
 # its default tuning, against the real servers on 127.0.0.1.
 #
 #   benches/backlog.sh [--segments "10000 100000 1000000"] [--rows R]
-#                      [--retention max_age=D,min_snapshots=N] [--keep]
+#                      [--retention max_age=D,min_snapshots=N] [--registrar-bin PATH] [--keep]
 #
 # --segments: the backlog sizes, space- or comma-separated (default "10000"; 1M takes ~15 min
 # and ~2 GiB of disk for the catalog records and table metadata). Each size gets its own table
 # and segment catalog on the same servers.
+#
+# --registrar-bin PATH: the timed run uses this runner binary (another build, for an A/B run
+# alternated with this tree's); the warm-up and the tools stay this tree's build.
 #
 # Shipping 1M objects through S3 is too slow, so a warm-up ships ONE real segment (R rows, default
 # 100) through S3 and registers it (the table is created from it), then the bench places N copies
@@ -32,12 +35,14 @@ sizes="10000"
 rows=100
 retention=none
 keep=0
+registrar_bin=""
 command_line="benches/backlog.sh${*:+ $*}"
 while (($#)); do
     case "$1" in
         --segments) sizes="${2//,/ }"; shift 2 ;;
         --rows) rows="$2"; shift 2 ;;
         --retention) retention="$2"; shift 2 ;;
+        --registrar-bin) registrar_bin="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/backlog.sh)" ;;
     esac
@@ -51,14 +56,18 @@ done
 # every registered segment (16 bytes of snapshot summary each).
 extra="$(bench_retention_yaml "$retention")"
 
+if [[ -n "$registrar_bin" ]]; then
+    [[ -x "$registrar_bin" && -f "$registrar_bin" ]] || die "--registrar-bin $registrar_bin: not an executable file"
+fi
 bench_start backlog
+timed_bin="${registrar_bin:-$BIN/registrar}"
 results=()
 for n in $sizes; do
     name="backlog$n"
     bench_config "$name" "$name" "$extra"
     log "backlog $n: warm-up (creates bench.$name from one shipped segment)"
     bench_warm_up "$name" "$rows"
-    "$PY" "$GROWTH/backlog.py" run --config "$STATE/$name.yaml" --registrar "$BIN/registrar" \
+    "$PY" "$GROWTH/backlog.py" run --config "$STATE/$name.yaml" --registrar "$timed_bin" \
         --log "$STATE/segments-$name/segment-catalog.log" --table "bench.$name" --segments "$n" \
         --crc-lib "$CRC_LIB" --sources-dir "$STATE/sources-$name" --state "$STATE" \
         >"$R/$name.json"
@@ -70,6 +79,9 @@ done
 echo "## Backlog: peak RSS and throughput"
 echo
 bench_machine_info
+if [[ -n "$registrar_bin" ]]; then
+    echo "| timed runner | prebuilt \`$registrar_bin\` (modified $(date -r "$registrar_bin" '+%Y-%m-%d %H:%M:%S')) |"
+fi
 echo "| tuning | default (commit.max_segments 500, no linger, default footer_readers, memory.segments 2048); snapshot_retention: $retention |"
 echo
 "$PY" "$GROWTH/backlog.py" report --results "${results[@]}"
