@@ -12,8 +12,9 @@
 //!    ([`BatchCommit::ahead_of_load`]: the merge stays outside the window between the load and
 //!    the commit), then load. A lone registrar builds on its own last commit's answer.
 //! 2. **Filter** ([`BatchCommit::filter`]) the batch against the table as it is now, so that a
-//!    segment another writer or an earlier attempt registered is never appended again; in a
-//!    fleet, this node's published segments found in the table were carried by another node.
+//!    segment another writer or an earlier attempt registered is never appended again; then
+//!    the fleet's say ([`BatchCommit::after_filter`]: what others carried of this node's, and
+//!    whether a node that does not take turns leaves the rest to the committers).
 //! 3. **Ready** ([`BatchCommit::ready`]): the table's creation and schema changes (commits of
 //!    their own, sent and classified here like the append); a file no table can take is a bad
 //!    segment.
@@ -29,7 +30,10 @@
 //!    outcome's never.
 //!
 //! `send` holds the send and the conclusion; `turns` what a node of a fleet does at these named
-//! points (see `table::fleet`).
+//! points (see `table::fleet`), each of which returns at once for a lone registrar (but for
+//! one listing of the intents after its start, to carry what a fleet left there): the phases
+//! name the fleet only where they ask it something (what it says after the filter, what the
+//! commit carries, whether this node commits in turns, what a landed commit carried).
 //!
 //! What lives across the attempts of a batch is here too: its retry (failures in a row, when it
 //! may go), the commit to resend, what its attempts wrote ([`AppendAttempts`]), whether the
@@ -151,6 +155,18 @@ struct Attempt {
     built_from: Instant,
 }
 
+impl Attempt {
+    fn new(started: Instant, now: Instant) -> Self {
+        Attempt {
+            found: Vec::new(),
+            carried: HashSet::new(),
+            started,
+            window_start: now,
+            built_from: now,
+        }
+    }
+}
+
 /// What a phase of an attempt comes to.
 enum Phase<T> {
     /// Go on with this.
@@ -217,6 +233,12 @@ impl BatchCommit {
     /// When the next attempt of a failed batch may go; `None` while no batch is failing.
     pub(crate) fn retry_at(&self) -> Option<Instant> {
         self.retry.as_ref().map(|r| r.at)
+    }
+
+    /// Whether no attempt of the current batch has failed: no retry pending, nothing to send
+    /// again.
+    fn nothing_failed(&self) -> bool {
+        self.retry.is_none() && self.resend.is_none()
     }
 
     /// How long ago the last batch started, and the gap the next must leave after that start.
@@ -296,7 +318,7 @@ impl BatchCommit {
         let mut candidates = input.batch.to_vec();
         loop {
             // 2. What the table still lacks.
-            let (todo, carries_only) = match self.filter(env, held, candidates, input, at).await? {
+            let todo = match self.filter(env, held, candidates, input, at).await? {
                 Phase::Next(next) => next,
                 Phase::Ends(outcome) => return Ok(outcome),
                 Phase::Again(again) => {
@@ -318,7 +340,7 @@ impl BatchCommit {
             };
             // 4. Build.
             let sent = match self
-                .build(env, held, table, todo, carries_only, at, input.waiting)
+                .build(env, held, table, todo, at, input.waiting)
                 .await?
             {
                 Phase::Next(sent) => sent,
@@ -345,13 +367,7 @@ impl BatchCommit {
             let log = batch.first().and_then(|r| r.segment.catalog_id.as_deref());
             self.pacer.first_view(table.metadata(), log);
         }
-        Attempt {
-            found: Vec::new(),
-            carried: HashSet::new(),
-            started,
-            window_start: now,
-            built_from: now,
-        }
+        Attempt::new(started, now)
     }
 
     /// Phase 1, the load: loads the table when others commit to it (or after a failed attempt),
@@ -384,8 +400,8 @@ impl BatchCommit {
     }
 
     /// Phase 2, the filter: the segments of `candidates` the table lacks (those it holds go to
-    /// `found`), and whether the attempt goes on with none of its own (a committer carrying the
-    /// others').
+    /// `found`). With none left, the attempt ends as registered already, unless it goes on
+    /// empty ([`BatchCommit::goes_on_empty`]).
     async fn filter(
         &mut self,
         env: Env<'_>,
@@ -393,22 +409,19 @@ impl BatchCommit {
         candidates: Vec<ReadySegment>,
         input: &AttemptInput<'_>,
         at: &mut Attempt,
-    ) -> Result<Phase<(Vec<ReadySegment>, bool)>> {
+    ) -> Result<Phase<Vec<ReadySegment>>> {
         let todo = self
             .still_missing(env, held, candidates, input.local, &mut at.found)
             .await?;
-        at.carried.extend(self.carried_by_others(env, held).await);
-        if self.leaves_to_committers(env, held, &todo).await {
-            self.pacer.deferred();
-            return Ok(Phase::Ends(self.no_commit(held, Outcome::Deferred).await));
+        if let Some(outcome) = self.after_filter(env, held, &todo, at).await {
+            return Ok(Phase::Ends(outcome));
         }
-        let carries_only = todo.is_empty() && self.carries_only(held);
-        if todo.is_empty() && !carries_only {
+        if todo.is_empty() && !self.goes_on_empty(held) {
             // Registered already (an earlier attempt whose answer was lost, another writer).
             let outcome = Outcome::AlreadyRegistered;
             return Ok(Phase::Ends(self.no_commit(held, outcome).await));
         }
-        Ok(Phase::Next((todo, carries_only)))
+        Ok(Phase::Next(todo))
     }
 
     /// Phase 3, ready: makes the table ready for the files of `todo` (see
@@ -464,14 +477,12 @@ impl BatchCommit {
     /// watermark, what it carries of the fleet's intents, the snapshots to expire, the manifests
     /// (reusing what earlier attempts of the batch wrote) and the request. `Again` when the store
     /// refused the manifests written with vended credentials (reloaded for fresh ones).
-    #[allow(clippy::too_many_arguments)]
     async fn build(
         &mut self,
         env: Env<'_>,
         held: &mut HeldTable,
         table: Table,
         todo: Vec<ReadySegment>,
-        carries_only: bool,
         at: &Attempt,
         waiting: usize,
     ) -> Result<Phase<Sent>> {
@@ -483,7 +494,8 @@ impl BatchCommit {
         let carried = self
             .carries(env, held, &table, &todo, watermark.as_ref())
             .await;
-        if carries_only && carried.is_empty() {
+        if todo.is_empty() && carried.is_empty() {
+            // An attempt that went on empty found nothing to carry either.
             let outcome = Outcome::AlreadyRegistered;
             return Ok(Phase::Ends(self.no_commit(held, outcome).await));
         }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use iceberg::table::Table;
 
+use super::turns::read_ahead_while_asked;
 use super::{BatchCommit, Outcome, Retry};
 use crate::catalog::{CommitFailure, CommitRequest, TableName};
 use crate::error::{Error, Result};
@@ -96,9 +97,8 @@ impl BatchCommit {
         }
     }
 
-    /// The catalog's answer to `sent`. The fleet's sole committer, whose next commit follows
-    /// this one, reads the intents published meanwhile while it waits (see `Intents::warm`);
-    /// nodes taking turns commit again a cycle later, and a lone registrar lists none. A stop
+    /// The catalog's answer to `sent`, and meanwhile what the next commit will need (see
+    /// [`BatchCommit::reads_ahead_while_asked`]; nothing for a lone registrar). A stop
     /// abandons a commit in flight: safe, because whether it landed or not, the next start
     /// finds its keys (or not) in the table and does only what is missing; its files stay (they
     /// were marked sent).
@@ -108,7 +108,7 @@ impl BatchCommit {
         sent: &Sent,
     ) -> Result<std::result::Result<Table, CommitFailure>> {
         let mut shutdown = env.shutdown.clone();
-        let warms = sent.resends == 0 && self.intents.on() && self.pacer.sole_committer();
+        let warms = sent.resends == 0 && self.reads_ahead_while_asked();
         let asked = Instant::now();
         let name = &self.name;
         let commit = async {
@@ -119,19 +119,7 @@ impl BatchCommit {
             record_phase(name, "answer", asked.elapsed());
             answer
         };
-        let intents = &mut self.intents;
-        let warm = async {
-            if warms {
-                intents
-                    .warm(
-                        env.store,
-                        &env.config.url,
-                        sent.base.metadata(),
-                        env.now_ms(),
-                    )
-                    .await;
-            }
-        };
+        let warm = read_ahead_while_asked(&mut self.intents, warms, env, sent);
         tokio::select! {
             (a, ()) = async { tokio::join!(commit, warm) } => Ok(a),
             _ = shutdown.requested() => Err(Error::cancelled()),
@@ -226,7 +214,7 @@ impl BatchCommit {
         Failed {
             kind,
             sent,
-            in_turn: self.intents.on() && self.pacer.commits_in_turn(),
+            in_turn: self.commits_in_turn(),
             counts: self.retry.as_ref().map(|r| r.counts).unwrap_or_default(),
             policy: &env.config.retry,
             interval: self.pacer.interval(),
@@ -262,15 +250,7 @@ impl BatchCommit {
             sent.watermark.as_ref(),
             &sent.expire.segment_ids,
         );
-        if !sent.carried.is_empty() {
-            held.record_carried(&sent.carried.ids);
-            if let Some(table) = held.table() {
-                let table = table.clone();
-                self.intents
-                    .landed(env.store, &table, &sent.carried, env.now_ms())
-                    .await;
-            }
-        }
+        self.carried_landed(env, held, &sent.carried).await;
         self.batch_over(held, Some(&sent.files)).await;
         Outcome::Landed {
             segments: sent.segments,
@@ -317,17 +297,7 @@ impl BatchCommit {
                 .increment(1);
         }
         let delay = match step {
-            // Retrying at once would be in the next committer's slot, and start a cascade.
-            Step::Defer => {
-                self.pacer.conflicted();
-                self.pacer.deferred();
-                self.retry = None;
-                self.batch_over(held, None).await;
-                if let Failure::Conflict(why) = &failure {
-                    tracing::info!(table = %self.name, "append conflicted ({why}); committing again in this node's next turn, what it holds published for the fleet meanwhile");
-                }
-                return Ok(Outcome::Deferred);
-            }
+            Step::Defer => return Ok(self.defer_to_next_turn(held, &failure).await),
             Step::Stop => {
                 self.retry = None;
                 self.batch_over(held, None).await;

@@ -9,15 +9,17 @@ use iceberg::table::Table;
 
 use std::collections::HashSet;
 
-use super::{BatchCommit, Outcome, Schemas};
+use super::send::Sent;
+use super::{Attempt, BatchCommit, Outcome, Schemas};
 use crate::protocol::messages::SchemaReconciled;
 use crate::protocol::segment::UploadedSegment;
 use crate::table::append::producer::prepare_append;
+use crate::table::append::retry::Failure;
 use crate::table::committed::{Decision, SegmentId};
 use crate::table::data_files::ReadySegment;
 use crate::table::env::Env;
-use crate::table::fleet::intents::Carried;
 use crate::table::fleet::intents::MarkRaise;
+use crate::table::fleet::intents::{Carried, Intents};
 use crate::table::held::HeldTable;
 
 impl BatchCommit {
@@ -33,7 +35,7 @@ impl BatchCommit {
         schemas: &dyn Schemas,
         batch: &[ReadySegment],
     ) -> Option<Outcome> {
-        if batch.is_empty() && self.resend.is_none() && self.retry.is_none() {
+        if batch.is_empty() && self.nothing_failed() {
             self.read_intents_ahead(env, held).await;
             if !self.intents.prefetched_any() {
                 self.pacer.deferred();
@@ -71,14 +73,29 @@ impl BatchCommit {
         }
     }
 
+    /// After the filter, on the table as it is now: this node's published segments the table
+    /// holds were carried by others (noted in `at.carried`); and a node that does not take
+    /// turns may leave `todo` to the committers (see [`Self::leaves_to_committers`]), which
+    /// ends the attempt. `None` for a lone registrar, which has nothing published.
+    pub(super) async fn after_filter(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        todo: &[ReadySegment],
+        at: &mut Attempt,
+    ) -> Option<Outcome> {
+        at.carried.extend(self.carried_by_others(env, held).await);
+        if self.leaves_to_committers(env, held, todo).await {
+            self.pacer.deferred();
+            return Some(self.no_commit(held, Outcome::Deferred).await);
+        }
+        None
+    }
+
     /// The seqs of this node's published segments that the table now holds: another node
     /// carried them (done intents are forgotten and deleted). None for a node with nothing
     /// published.
-    pub(super) async fn carried_by_others(
-        &mut self,
-        env: Env<'_>,
-        held: &HeldTable,
-    ) -> HashSet<u64> {
+    async fn carried_by_others(&mut self, env: Env<'_>, held: &HeldTable) -> HashSet<u64> {
         let Some(table) = held.table().filter(|_| self.intents.has_own()).cloned() else {
             return HashSet::new();
         };
@@ -89,10 +106,10 @@ impl BatchCommit {
             .await
     }
 
-    /// Whether an attempt with nothing of this node's own goes on: a slot owner still carries
-    /// the fleet's intents.
-    pub(super) fn carries_only(&self, held: &HeldTable) -> bool {
-        self.intents.on() && self.pacer.commits_in_turn() && held.table().is_some()
+    /// Whether an attempt with nothing of this node's own goes on: a committer of a fleet
+    /// still carries the others' intents (and ends it in the build if there are none).
+    pub(super) fn goes_on_empty(&self, held: &HeldTable) -> bool {
+        self.commits_in_turn() && held.table().is_some()
     }
 
     /// The fleet's intents the commit of `todo` on `table` carries (see `intents::select`), and
@@ -161,10 +178,7 @@ impl BatchCommit {
     /// turns count on it, whatever its own pipeline is doing). When its turn comes it lists
     /// the intents, and loads and commits only if there are some.
     pub(crate) fn carries_when_idle(&self) -> bool {
-        self.retry.is_none()
-            && self.resend.is_none()
-            && self.intents.on()
-            && self.pacer.commits_in_turn()
+        self.nothing_failed() && self.commits_in_turn()
     }
 
     /// Whether this node, which does not take turns, leaves `todo` to the fleet's committers:
@@ -172,7 +186,7 @@ impl BatchCommit {
     /// before it knew the fleet) and younger than its fallback (a few while the committers are
     /// seen carrying, `fleet::slots::patience_ms`). What the committers left for longer
     /// than that, it commits itself.
-    pub(super) async fn leaves_to_committers(
+    async fn leaves_to_committers(
         &mut self,
         env: Env<'_>,
         held: &mut HeldTable,
@@ -231,8 +245,7 @@ impl BatchCommit {
         // of one): the load renews it (see `Pacer::view_holds_for`).
         if batch.is_empty()
             || !self.intents.on()
-            || self.retry.is_some()
-            || self.resend.is_some()
+            || !self.nothing_failed()
             || held.table().is_none()
             || !self.pacer.view_holds_for(fallback.saturating_mul(3) / 2)
         {
@@ -241,12 +254,59 @@ impl BatchCommit {
         self.published_within(env, held, batch, fallback).await
     }
 
+    /// Whether this node reads the intents published meanwhile while the catalog answers its
+    /// commit (see `Intents::warm`): the fleet's sole committer, whose next commit follows this
+    /// one. Nodes taking turns commit again a cycle later, and a lone registrar lists none.
+    pub(super) fn reads_ahead_while_asked(&self) -> bool {
+        self.intents.on() && self.pacer.sole_committer()
+    }
+
+    /// A commit that carried intents landed: the carried ids are noted in the committed set,
+    /// and the intents done with are deleted (see `Intents::landed`).
+    pub(super) async fn carried_landed(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        carried: &Carried,
+    ) {
+        if carried.is_empty() {
+            return;
+        }
+        held.record_carried(&carried.ids);
+        if let Some(table) = held.table().cloned() {
+            self.intents
+                .landed(env.store, &table, carried, env.now_ms())
+                .await;
+        }
+    }
+
+    /// Whether this node commits in turns with the fleet's other committers: a conflicted
+    /// append then waits for its next turn (see `retry::decide`).
+    pub(super) fn commits_in_turn(&self) -> bool {
+        self.intents.on() && self.pacer.commits_in_turn()
+    }
+
+    /// An append of a node that commits in turns failed with `failure` (a conflict): retrying
+    /// at once would be in the next committer's slot, and start a cascade, so the batch waits
+    /// for this node's next turn, its segments published for the fleet meanwhile.
+    pub(super) async fn defer_to_next_turn(
+        &mut self,
+        held: &HeldTable,
+        failure: &Failure,
+    ) -> Outcome {
+        self.pacer.conflicted();
+        self.pacer.deferred();
+        self.retry = None;
+        self.batch_over(held, None).await;
+        if let Failure::Conflict(why) = failure {
+            tracing::info!(table = %self.name, "append conflicted ({why}); committing again in this node's next turn, what it holds published for the fleet meanwhile");
+        }
+        Outcome::Deferred
+    }
+
     /// Whether a batch waiting for this node's slot may be published now (see [`Self::publish`]).
     pub(crate) fn may_publish(&self) -> bool {
-        self.retry.is_none()
-            && self.resend.is_none()
-            && self.intents.may_publish()
-            && self.pacer.slotted()
+        self.nothing_failed() && self.intents.may_publish() && self.pacer.slotted()
     }
 
     /// While the batch waits for this node's slot in a fleet that takes turns: publishes the
@@ -371,5 +431,26 @@ impl BatchCommit {
             }
             _ = shutdown.requested() => {}
         }
+    }
+}
+
+/// While the catalog answers `sent`: reads the intents published meanwhile (see
+/// [`BatchCommit::reads_ahead_while_asked`]), when `warms`. A function of the intents alone, so
+/// that it runs beside the commit, which borrows the rest of the transaction.
+pub(super) async fn read_ahead_while_asked(
+    intents: &mut Intents,
+    warms: bool,
+    env: Env<'_>,
+    sent: &Sent,
+) {
+    if warms {
+        intents
+            .warm(
+                env.store,
+                &env.config.url,
+                sent.base.metadata(),
+                env.now_ms(),
+            )
+            .await;
     }
 }
