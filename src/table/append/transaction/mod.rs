@@ -552,6 +552,7 @@ impl BatchCommit {
             carried,
             window_start: at.window_start,
             resends: 0,
+            unknown: false,
         }))
     }
 

@@ -280,6 +280,29 @@ async fn an_unknown_outcome_under_a_key_is_resent_a_few_times_then_reloaded() {
 }
 
 #[tokio::test]
+async fn an_unknown_outcomes_files_stay_when_its_resend_is_refused() {
+    let mut h = Harness::new(true).await;
+    // The first send lands behind a 503; its resend is refused before the key is looked up
+    // (a token the catalog no longer accepts), which says nothing of the first.
+    h.catalog
+        .script([Answer::ApplyThen(503), Answer::refuse(403)]);
+    let batch = [ready(1), ready(2)];
+    let first = h.attempt(&batch).await.expect("an attempt");
+    assert!(matches!(first.outcome, Outcome::RetryAfter(_)), "{first:?}");
+    let err = h.attempt(&batch).await.expect_err("stopped");
+    assert_eq!(err.code(), ErrorCode::AuthFailed, "{err}");
+    assert_eq!(h.registered(), [ids(&batch)], "the first send landed");
+    // The table's snapshot names that commit's files: none may be deleted.
+    let files = h.table_files().await;
+    let list = h.catalog.commits()[0].manifest_list();
+    assert!(
+        files.contains(&list),
+        "the table's manifest list {list} was deleted"
+    );
+    assert_eq!(files, h.referenced().await);
+}
+
+#[tokio::test]
 async fn a_refusal_stops_at_once_with_its_code_and_deletes_what_the_attempt_wrote() {
     for (status, code) in [
         (400, ErrorCode::CatalogRejected),
