@@ -28,6 +28,9 @@ pub(crate) const CACHED_CLIENTS: usize = 16;
 #[derive(Default)]
 pub struct S3Clients {
     clients: Mutex<VecDeque<Cached>>,
+    /// Unit tests: the one store every FileIO gets, whatever its settings and bucket.
+    #[cfg(test)]
+    fixed: Option<Arc<dyn ObjectStore>>,
 }
 
 struct Cached {
@@ -49,6 +52,10 @@ impl S3Clients {
     /// new one ([`build_object_store`]). Settings that replace object_store's retries (tests)
     /// are not cached: their retry configuration cannot be compared.
     pub(crate) fn get(&self, settings: &S3Settings, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        #[cfg(test)]
+        if let Some(store) = &self.fixed {
+            return Ok(Arc::clone(store));
+        }
         if settings.retry.is_some() {
             return build_object_store(settings, bucket);
         }
@@ -87,6 +94,15 @@ impl S3Clients {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .len()
+    }
+
+    /// Unit tests: clients that hand every FileIO `store` (an in-memory one standing in for S3).
+    #[cfg(test)]
+    pub(crate) fn fixed(store: Arc<dyn ObjectStore>) -> Self {
+        S3Clients {
+            fixed: Some(store),
+            ..S3Clients::default()
+        }
     }
 
     #[cfg(test)]

@@ -213,6 +213,16 @@ impl RestClient {
         })
     }
 
+    /// Unit tests: this client's FileIOs use `clients` (see `S3Clients::fixed`). Only before
+    /// the client is shared (cloned).
+    #[cfg(test)]
+    pub(crate) fn with_s3_clients(mut self, clients: Arc<S3Clients>) -> RestClient {
+        Arc::get_mut(&mut self.inner)
+            .expect("a client not cloned yet")
+            .s3_clients = clients;
+        self
+    }
+
     /// Loads a table; `Ok(None)` when it does not exist.
     pub async fn load_table(&self, table: &TableName) -> Result<Option<Table>> {
         let url = self.inner.transport.table_url(table)?;

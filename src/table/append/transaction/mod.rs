@@ -564,6 +564,7 @@ impl BatchCommit {
             carried,
             window_start: at.window_start,
             resends: 0,
+            unknown: false,
         }))
     }
 
@@ -727,17 +728,4 @@ enum Ready {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_snapshot_is_never_stamped_before_the_tables_last() {
-        let metadata = crate::testing::metadata_with(&[(json!({}), 5_000), (json!({}), 9_000)]);
-        // A node ten minutes behind takes the last stamp; one on time or ahead keeps its own.
-        assert_eq!(snapshot_stamp(9_000 - 600_000, &metadata), 9_000);
-        assert_eq!(snapshot_stamp(9_500, &metadata), 9_500);
-        let empty = crate::testing::metadata_with(&[]);
-        assert_eq!(snapshot_stamp(1_234, &empty), 1_234);
-    }
-}
+mod tests;

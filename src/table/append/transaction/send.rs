@@ -42,6 +42,10 @@ pub(super) struct Sent {
     pub(super) window_start: Instant,
     /// How many times it was sent again as it is.
     pub(super) resends: u32,
+    /// An earlier send of this same request had an unknown outcome: it may have landed,
+    /// whatever a later send is answered (a resend refused for a token that expired meanwhile
+    /// says nothing of the first).
+    pub(super) unknown: bool,
 }
 
 /// One phase of an append attempt's window, as `thadam_iceberg_commit_phase_seconds`: `load`
@@ -128,7 +132,8 @@ impl BatchCommit {
 
     /// The append did not land: [`retry::decide`] says what next. A resend keeps what the
     /// attempt wrote; otherwise a refused attempt's files are deleted at once, an unknown
-    /// outcome's never, and the retention probe is noted before the decision is carried out.
+    /// outcome's never (nor those of a resend refused after an unknown outcome: the first send
+    /// may have landed), and the retention probe is noted before the decision is carried out.
     async fn not_landed(
         &mut self,
         env: Env<'_>,
@@ -152,13 +157,12 @@ impl BatchCommit {
         if let Step::Resend(delay) = decision.step {
             return Ok(self.resend_after(sent, decision.failure, delay, started));
         }
-        match &decision.failure {
-            Failure::Unknown(_) => {
-                self.written.unknown();
-                self.sent_unknown
-                    .extend(sent.segments.iter().map(|r| r.segment.seq));
-            }
-            _ => self.written.refused(&sent.files, &sent.manifest_list),
+        if sent.unknown || matches!(decision.failure, Failure::Unknown(_)) {
+            self.written.unknown();
+            self.sent_unknown
+                .extend(sent.segments.iter().map(|r| r.segment.seq));
+        } else {
+            self.written.refused(&sent.files, &sent.manifest_list);
         }
         self.delete_stale(&sent.base).await;
         match &decision.probe {
@@ -199,6 +203,7 @@ impl BatchCommit {
             idempotency_key = sent.request.idempotency_key().is_some(),
             "{what} did not complete ({e}); resending the same request"
         );
+        sent.unknown |= matches!(failure, Failure::Unknown(_));
         sent.resends += 1;
         self.resend = Some(sent);
         Outcome::RetryAfter(delay)
