@@ -15,6 +15,7 @@
 #                         [--faults [--fault-seed N] [--lost-intent-puts 0.05]
 #                          [--failed-deletes 0.10] [--lost-delete-answers 0.05]
 #                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
+#                         [--catalog-delay D[:J]] [--s3-delay D[:J]] [--delay-seed N]
 #                         [--registrar-bin PATH] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
@@ -61,6 +62,24 @@
 #                   the request's target) are in the state dir (fronts/*.log, kept with
 #                   --keep); the counts per run are in the "Faults injected" table.
 # --fault-seed      the fronts' seed (default: drawn at random); printed in the report
+# --catalog-delay D[:J], --s3-delay D[:J]
+#                   a server far away, as edge nodes see theirs: a delay front
+#                   (benches/contention/delay_front.py: TCP on 127.0.0.1, asyncio, one process
+#                   each) between the runners and the catalog, or S3, that holds every request
+#                   for a delay drawn uniformly from [D - J, D + J] ms (D, J in ms, J <= D; `100:20`
+#                   is 100 +- 20 ms; `D` alone is J = 0) and forwards everything else untouched.
+#                   Per request: the front finds where each HTTP/1.1 request starts (head, then
+#                   a Content-Length or chunked body streamed through), so every request of a
+#                   keep-alive connection waits once and a large PUT body is not delayed per
+#                   read; answers stream back as they come. A new connection also waits one
+#                   draw before the front connects on (the handshake's round trip; TLS is not
+#                   modelled), so its first request waits two. Only the runners' configs name
+#                   the fronts (catalog_uri, store.endpoint; with --faults a delay front sits
+#                   before the fault front); the feeders, the rivals, pyiceberg's checks and
+#                   the servers' own clients go to the servers directly. The report's header
+#                   says which delays were on, with the requests delayed and the fronts' CPU.
+# --delay-seed      the delay fronts' seed (default: drawn at random); printed in the report,
+#                   so that a run's sequence of delays can be drawn again
 # --lost-intent-puts, --failed-deletes, --lost-delete-answers, --lost-commit-answers
 #                   the fractions above (0..1; defaults 0.05, 0.10, 0.05, 0.10); only with
 #                   --faults
@@ -88,7 +107,7 @@
 # current snapshot against the keys in the logs); the script exits 1 if any run FAILs.
 #
 # Markdown on stdout, progress on stderr. Everything it starts (servers, runners, feeder,
-# rivals, fault fronts) is stopped by pid on exit. A full default run takes ~15 min on 2 cores when built.
+# rivals, fault and delay fronts) is stopped by pid on exit. A full default run takes ~15 min on 2 cores when built.
 set -euo pipefail
 
 # shellcheck source=benches/common.sh
@@ -116,6 +135,9 @@ lost_delete_answers=0.05
 lost_commit_answers=0.10
 cleanup_cap=120
 fault_options=()
+catalog_delay=""
+s3_delay=""
+delay_seed=""
 # The command as typed: arguments with spaces (or empty) in single quotes.
 command_line="benches/contention.sh"
 for arg in "$@"; do
@@ -148,6 +170,9 @@ while (($#)); do
         --lost-delete-answers) lost_delete_answers="$2"; fault_options+=("$1"); shift 2 ;;
         --lost-commit-answers) lost_commit_answers="$2"; fault_options+=("$1"); shift 2 ;;
         --cleanup-cap) cleanup_cap="$2"; fault_options+=("$1"); shift 2 ;;
+        --catalog-delay) catalog_delay="$2"; shift 2 ;;
+        --s3-delay) s3_delay="$2"; shift 2 ;;
+        --delay-seed) delay_seed="$2"; shift 2 ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
@@ -182,6 +207,21 @@ if ((faults)); then
     [[ "$fault_seed" =~ ^[0-9]+$ ]] || die "--fault-seed: not a whole number: $fault_seed"
 elif ((${#fault_options[@]})); then
     die "${fault_options[0]} is an option of --faults"
+fi
+for d in "$catalog_delay" "$s3_delay"; do
+    [[ -z "$d" ]] && continue
+    if ! [[ "$d" =~ ^[0-9]+([.][0-9]+)?(:[0-9]+([.][0-9]+)?)?$ ]] ||
+        ! awk -v d="${d%%:*}" -v j="$([[ "$d" == *:* ]] && echo "${d#*:}" || echo 0)" 'BEGIN { exit !(j <= d) }'; then
+        die "a delay is D or D:J in milliseconds with J <= D (e.g. 100:20), not $d"
+    fi
+done
+if [[ -n "$catalog_delay$s3_delay" ]]; then
+    if [[ -z "$delay_seed" ]]; then
+        delay_seed="$(((RANDOM << 15) | RANDOM))"
+    fi
+    [[ "$delay_seed" =~ ^[0-9]+$ ]] || die "--delay-seed: not a whole number: $delay_seed"
+elif [[ -n "$delay_seed" ]]; then
+    die "--delay-seed is an option of --catalog-delay and --s3-delay"
 fi
 extra="$(bench_retention_yaml "$retention")"
 if [[ -n "$registrar_bin" ]]; then
@@ -300,8 +340,20 @@ contention_start() {
     source "$STATE/srv/env"
     s3_pid="$(cat "$STATE/srv/$s3.pid")"
     catalog_pid="$(cat "$STATE/srv/rest-fixture.pid")"
+    runner_catalog_uri="$THADAM_TEST_CATALOG_URI"
+    runner_s3_endpoint="$THADAM_TEST_S3_ENDPOINT"
     if ((faults)); then
         start_fronts
+        runner_catalog_uri="$front_catalog"
+        runner_s3_endpoint="$front_s3"
+    fi
+    if [[ -n "$catalog_delay" ]]; then
+        start_delay_front catalog "$catalog_delay" "$runner_catalog_uri"
+        runner_catalog_uri="http://127.0.0.1:$(cat "$STATE/fronts/delay-catalog.port")"
+    fi
+    if [[ -n "$s3_delay" ]]; then
+        start_delay_front s3 "$s3_delay" "$runner_s3_endpoint"
+        runner_s3_endpoint="http://127.0.0.1:$(cat "$STATE/fronts/delay-s3.port")"
     fi
 }
 
@@ -314,13 +366,77 @@ start_front() {
         --seed "$fault_seed" --port-file "$STATE/fronts/$kind.port" "$@" \
         </dev/null >/dev/null 2>"$STATE/fronts/$kind.log" &
     echo "$!" >"$STATE/fronts/$kind.pid"
+    await_front "$kind" "the $kind fault front"
+}
+
+# await_front NAME WHAT: waits for $STATE/fronts/NAME.port (the front's port), or dies.
+await_front() {
+    local i
     for ((i = 0; i < 100; i++)); do
-        [[ -s "$STATE/fronts/$kind.port" ]] && return 0
-        pid_alive "$(cat "$STATE/fronts/$kind.pid")" || break
+        [[ -s "$STATE/fronts/$1.port" ]] && return 0
+        pid_alive "$(cat "$STATE/fronts/$1.pid")" || break
         sleep 0.1
     done
-    show_log_tail "$STATE/fronts/$kind.log" 20
-    die "the $kind fault front did not start"
+    show_log_tail "$STATE/fronts/$1.log" 20
+    die "$2 did not start"
+}
+
+# start_delay_front KIND D[:J] UPSTREAM: a delay front (delay_front.py) on a free port of
+# 127.0.0.1 before UPSTREAM (the server, or its fault front); pid, port, log and stats (written
+# on stop) in $STATE/fronts/delay-KIND.* (contention_cleanup stops it if stop_delay_fronts did not).
+start_delay_front() {
+    local kind="$1" name="delay-$1"
+    mkdir -p "$STATE/fronts"
+    "$PY" "$THADAM_REPO_ROOT/benches/contention/delay_front.py" --name "$kind" --delay "$2" \
+        --upstream "$3" --seed "$delay_seed" --state "$STATE" \
+        --port-file "$STATE/fronts/$name.port" --stats-file "$STATE/fronts/$name.json" \
+        </dev/null >/dev/null 2>"$STATE/fronts/$name.log" &
+    echo "$!" >"$STATE/fronts/$name.pid"
+    await_front "$name" "the $kind delay front"
+    log "$kind delay front (${2/:/±} ms, seed $delay_seed): http://127.0.0.1:$(cat "$STATE/fronts/$name.port") -> $3"
+}
+
+# stop_delay_fronts: after the runs, each delay front's CPU (utime+stime, s) into
+# delay_cpu[KIND], then a TERM: it writes its counts to $STATE/fronts/delay-KIND.json.
+declare -A delay_cpu=()
+stop_delay_fronts() {
+    local kind pid
+    for kind in catalog s3; do
+        [[ -f "$STATE/fronts/delay-$kind.pid" ]] || continue
+        pid="$(cat "$STATE/fronts/delay-$kind.pid")"
+        delay_cpu[$kind]="$(awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.1f", ($12 + $13) / t }' \
+            "/proc/$pid/stat" 2>/dev/null || echo '?')"
+        stop_pidfile "$STATE/fronts/delay-$kind.pid" "the $kind delay front" 5 "$STATE" || true
+    done
+}
+
+# delay_row: the report's header row on the delay fronts (--catalog-delay, --s3-delay), with
+# their counts (written on stop: call stop_delay_fronts first).
+delay_row() {
+    local kind label spec stats row=""
+    if [[ -z "$catalog_delay$s3_delay" ]]; then
+        echo "| far away | no: the runners reach the servers on 127.0.0.1 directly |"
+        return
+    fi
+    for kind in catalog s3; do
+        if [[ "$kind" == catalog ]]; then spec="$catalog_delay" label=catalog; else spec="$s3_delay" label=S3; fi
+        row+="${row:+; }"
+        if [[ -z "$spec" ]]; then
+            row+="$label direct"
+            continue
+        fi
+        stats="$("$PY" - "$STATE/fronts/delay-$kind.json" 2>/dev/null <<'PY' || echo "no counts (see fronts/delay-$kind.log)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+d = s["delay_ms_drawn"]
+print(f"{s['requests']:,} requests on {s['connections']:,} connections (at most "
+      f"{s['peak_open']} open, {s['refused']} refused), draws mean {d['mean']} ms "
+      f"in [{d['min']}, {d['max']}]")
+PY
+        )"
+        row+="$label **${spec/:/ ± } ms** per request and per new connection: $stats, front CPU ${delay_cpu[$kind]:-?} s"
+    done
+    echo "| far away | the runners' requests through delay fronts on 127.0.0.1 (benches/contention/delay_front.py, seed $delay_seed), over all runs: $row |"
 }
 
 # start_fronts: the S3 and catalog fault fronts (--faults); sets front_s3, front_catalog (their
@@ -337,14 +453,12 @@ start_fronts() {
     log "fault fronts (seed $fault_seed): S3 $front_s3 -> $THADAM_TEST_S3_ENDPOINT, catalog $front_catalog -> $THADAM_TEST_CATALOG_URI"
 }
 
-# runner_config NAME DATASET [EXTRA_YAML]: bench_config, through the fault fronts with --faults
-# (the catalog URI and the store's endpoint; the rest, keys and bucket, as they are).
+# runner_config NAME DATASET [EXTRA_YAML]: bench_config, through the delay fronts and the fault
+# fronts when on (the catalog URI and the store's endpoint, set by contention_start; the rest,
+# keys and bucket, as they are).
 runner_config() {
-    if ((faults)); then
-        THADAM_TEST_CATALOG_URI="$front_catalog" THADAM_TEST_S3_ENDPOINT="$front_s3" bench_config "$@"
-    else
+    THADAM_TEST_CATALOG_URI="$runner_catalog_uri" THADAM_TEST_S3_ENDPOINT="$runner_s3_endpoint" \
         bench_config "$@"
-    fi
 }
 
 # run_driver MODE DATASET RATE SECONDS RIVALS NAME...: one run (contention.py run) on table
@@ -408,12 +522,14 @@ for r in $rivals; do
     run_driver rivals "$ds" "$rival_rate" "$rival_seconds" "$r" "$ds-00"
 done
 
+stop_delay_fronts
 log "done in $(elapsed "$started")s; the report follows"
 echo "## Contention: registrars sharing one table"
 echo
 bench_machine_info | grep -v '^| registrar |'
 echo "| registrar | $registrar_desc |"
 echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }, snapshot retention $retention; --metrics-addr 127.0.0.1:0 |"
+delay_row
 echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by feeder processes (one per 32 nodes, connections opened before the window), then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
 if ((faults)); then
     echo "| faults | fronts on 127.0.0.1 between the runners and the servers (benches/contention/fronts.py), seed $fault_seed: S3 intent PUTs' answers lost $lost_intent_puts, deletes (DELETE, bulk) answered 500 unforwarded $failed_deletes, their answers lost $lost_delete_answers; catalog commits' answers lost $lost_commit_answers (answers lost only when 2xx); cleanup cap ${cleanup_cap}s after the drain |"
