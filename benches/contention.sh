@@ -16,7 +16,7 @@
 #                          [--failed-deletes 0.10] [--lost-delete-answers 0.05]
 #                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
 #                         [--catalog-delay D[:J]] [--s3-delay D[:J]] [--delay-seed N]
-#                         [--registrar-bin PATH] [--keep]
+#                         [--registrar-bin PATH] [--together] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
 # --drain-cap       after the load window, how long to wait for every segment to be registered
@@ -91,6 +91,11 @@
 #                   --example registrar` in $THADAM_CACHE/target), e.g. for a before/after A/B
 #                   of two builds copied aside; the binary is copied into the state dir either
 #                   way, so a concurrent build cannot swap it mid-run
+# --together        fleet runs start together, as after a fleet-wide upgrade or an outage longer
+#                   than the lane memory: no warm-up; the table is made by a registrar of its own
+#                   log with commit.intents: false (which then stops, and never ranks as a
+#                   committer), and the runners meet the load without having committed: every
+#                   node's first segments are measured from their upload
 # --keep            keep the state dir (configs, segment catalogs, runner/feeder/rival logs,
 #                   raw JSON results); the servers are stopped either way
 #
@@ -138,6 +143,7 @@ fault_options=()
 catalog_delay=""
 s3_delay=""
 delay_seed=""
+together=0
 # The command as typed: arguments with spaces (or empty) in single quotes.
 command_line="benches/contention.sh"
 for arg in "$@"; do
@@ -173,6 +179,7 @@ while (($#)); do
         --catalog-delay) catalog_delay="$2"; shift 2 ;;
         --s3-delay) s3_delay="$2"; shift 2 ;;
         --delay-seed) delay_seed="$2"; shift 2 ;;
+        --together) together=1; shift ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
@@ -466,8 +473,13 @@ runner_config() {
 results=()
 run_driver() {
     local mode="$1" ds="$2" run_rate="$3" run_seconds="$4" run_rivals="$5" out pid names
-    local -a fault_args=()
+    local -a fault_args=() together_args=()
     shift 5
+    if ((together)) && [[ "$mode" == fleet ]]; then
+        runner_config "$ds-maker" "$ds" "${extra:+$extra
+}      commit: { intents: false }"
+        together_args=(--together "$ds-maker")
+    fi
     names="$(IFS=,; echo "$*")"
     out="$R/$mode-$ds.json"
     if ((faults)); then
@@ -478,7 +490,8 @@ run_driver() {
         --state "$STATE" --registrar "$REGISTRAR" --crc-lib "$CRC_LIB" \
         --s3-pid "$s3_pid" --catalog-pid "$catalog_pid" --rate "$run_rate" \
         --seconds "$run_seconds" --drain-cap "$drain_cap" --rivals "$run_rivals" \
-        --rows "$rows" --rival-rows "$rival_rows" "${fault_args[@]}" >"$out" &
+        --rows "$rows" --rival-rows "$rival_rows" "${fault_args[@]}" "${together_args[@]}" \
+        >"$out" &
     pid=$!
     REG_PIDS=("$pid")
     wait "$pid" || die "the $mode run on bench.$ds failed (exit $?); logs in $STATE (kept with --keep)"

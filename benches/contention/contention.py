@@ -764,17 +764,26 @@ def cmd_run(args) -> dict:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         faults0 = front_counts(fronts) if fronts else None
-        # Warm-up: one segment per node; node 0 creates the table with it.
+        # Warm-up: one segment per node; node 0 creates the table with it. Started together
+        # (--together MAKER): only the maker, a registrar of its own log with intents off, ships
+        # one and creates the table, and stops; no node has committed when the load starts.
         s3 = s3_client()
-        for k, path in enumerate(logs):
+        maker = args.together
+        warm_logs = logs
+        warm_config = configs[0]
+        if maker:
+            warm_logs = [state / f"segments-{maker}" / "segment-catalog.log"]
+            warm_config = state / f"{maker}.yaml"
+        for k, path in enumerate(warm_logs):
             path.parent.mkdir(parents=True, exist_ok=True)
             ship(s3, LogAppender(path, crc), args.dataset, location, f"{WARMUP_PREFIX}{k:02d}",
                  3_000_000_000_000 + k * 1_000, args.rows)
-        warm = state / f"{names[0]}-warmup.log"
+        warm_name = maker or names[0]
+        warm = state / f"{warm_name}-warmup.log"
         with open(warm, "ab") as err:
-            proc = subprocess.Popen([args.registrar, "--config", str(configs[0]),
+            proc = subprocess.Popen([args.registrar, "--config", str(warm_config),
                                      "--until-caught-up"], stdout=subprocess.DEVNULL, stderr=err)
-            (pids / f"{names[0]}-warmup.pid").write_text(f"{proc.pid}\n")
+            (pids / f"{warm_name}-warmup.pid").write_text(f"{proc.pid}\n")
             try:
                 code = proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
@@ -783,7 +792,8 @@ def cmd_run(args) -> dict:
                 raise SystemExit(f"the warm-up registrar did not catch up in 300 s; see {warm}")
         if code != 0:
             raise SystemExit(f"the warm-up registrar exited with {code}; see {warm}")
-        log(f"{args.table}: created by node 0's warm-up; starting {n} runner(s)")
+        log(f"{args.table}: created by {'the maker' if maker else 'node 0'}'s warm-up; "
+            f"starting {n} runner(s)")
         for name, config in zip(names, configs):
             reg = Registrar(args.registrar, str(config), args.table,
                             state / f"{name}-registrar.log", [])
@@ -791,7 +801,7 @@ def cmd_run(args) -> dict:
             (pids / f"{name}.time.pid").write_text(f"{reg.time_pid}\n")
             (pids / f"{name}.pid").write_text(f"{reg.pid}\n")
         deadline = time.time() + 120 + 10 * n
-        while True:
+        while not maker:
             m = scrape(regs)
             done = sum(handled(x, {}) for x in m)
             if done >= n - 1 and all(x.get(BACKLOG, 0.0) == 0 for x in m):
@@ -803,8 +813,12 @@ def cmd_run(args) -> dict:
                 if not reg.alive():
                     raise SystemExit(f"runner {name} exited ({reg.returncode}) in the warm-up")
             time.sleep(0.5)
-        log("warm-up done: every runner committed or skipped its warm-up segment")
-        time.sleep(2)
+        if maker:
+            scrape(regs)
+            log("runners up, none has committed: they start together with the load")
+        else:
+            log("warm-up done: every runner committed or skipped its warm-up segment")
+            time.sleep(2)
 
         # The load window.
         feeders: list[Child] = []
@@ -940,7 +954,9 @@ def cmd_run(args) -> dict:
             "cpu_s": cpu,
             "max_hwm_kb": max(f["hwm_kb"] for f in figures),
             "exit_codes": codes,
-            **analyse(table, logs, t0, window_end, drained, rival_ok),
+            **analyse(table, logs + (warm_logs if maker else []), t0, window_end, drained,
+                      rival_ok),
+            "started_together": bool(maker),
         }
         if any(codes):
             out["exactly_once"]["problems"].append(f"runner exit codes {codes}")
@@ -1109,8 +1125,11 @@ def cmd_report(args) -> int:
               or (r.get("faults") and r["exactly_once"]["status"] != "OK")]
     if fleet:
         r0 = fleet[0]
+        start = ("started together: no warm-up, the table made by a stopped registrar with "
+                 "intents off" if r0.get("started_together")
+                 else "every node warmed up (committed once) first")
         print(f"### Fleet: N registrars on one table, each fed {r0['rate']:g} seg/s for "
-              f"{r0['seconds']} s")
+              f"{r0['seconds']} s, {start}")
         print()
         rows, details = [], []
         for r in fleet:
@@ -1196,6 +1215,9 @@ def main() -> None:
     r.add_argument("--fronts", help="fault fronts, kind=URL,... (contention.sh --faults)")
     r.add_argument("--front-pids", help="their pids, kind=PID,...")
     r.add_argument("--fault-seed", type=int, help="the fronts' seed (only reported)")
+    r.add_argument("--together", metavar="MAKER",
+                   help="no warm-up: the table is made by MAKER (a config of its own, intents "
+                        "off), and the runners meet the load without having committed")
     r.add_argument("--cleanup-cap", type=float, default=120,
                    help="with --fronts: how long to wait for the intent folder to empty")
     f = sub.add_parser("feed")

@@ -245,7 +245,7 @@ pub struct CommitPolicy {
     pub min_interval: Duration,
     /// In a fleet that takes turns on a table, publish what waits for this node's turn as an
     /// intent that whoever commits next carries (see docs/fleets.md, "Intents"). Default
-    /// true; a lone registrar never publishes.
+    /// true; a lone registrar publishes only for a roll call (see docs/fleets.md).
     pub intents: bool,
     /// `intents_key`: the fleet's shared key. With it, every intent is tagged (HMAC-SHA256) and
     /// only intents that carry its tag are carried, so that write access under the fleet's

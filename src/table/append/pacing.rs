@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use iceberg::spec::TableMetadata;
 
 use crate::table::fleet::lanes::{Fleet, SOLE_CADENCE_MS, Turn};
+use crate::table::fleet::roll_call::{self, RollCall};
 use crate::table::fleet::slots::{desired_slot, is_lane, jittered, patience_ms};
 use crate::table::hooks::{self, Clock};
 use crate::table::summary_keys::{
@@ -128,6 +129,8 @@ pub(super) struct Pacer {
     carrying: bool,
     /// The clock the gaps and the view's age are measured by, and the jitter's draws.
     ticker: Ticker,
+    /// Where this node is in its roll call at its start (see `fleet::roll_call`).
+    roll: RollCall,
 }
 
 impl Pacer {
@@ -166,6 +169,11 @@ impl Pacer {
             ticker: Ticker {
                 now: Arc::new(Instant::now),
                 unit: Arc::new(rand::random::<f64>),
+            },
+            roll: if carrying {
+                RollCall::Due
+            } else {
+                RollCall::Done
             },
         }
     }
@@ -342,6 +350,60 @@ impl Pacer {
             self.own_watermark(&format!("{WATERMARK_PREFIX}{log}"));
         }
         self.read_lanes(metadata, false);
+    }
+
+    /// Whether this attempt calls the roll (see `fleet::roll_call`): the node's first, no
+    /// committer seen at work in the table it loaded at its start (`metadata`), and the table
+    /// could be a fleet's.
+    pub(super) fn calls_roll(&self, metadata: &TableMetadata) -> bool {
+        self.roll == RollCall::Due
+            && self.fleet.committer(self.now_ms()).is_none()
+            && roll_call::table_calls(metadata, &self.own_watermarks)
+    }
+
+    /// The roll was called (this node's batch published): the next attempt lists the intents
+    /// after [`roll_call::HOLD`], and loads the table.
+    pub(super) fn roll_called(&mut self) {
+        self.roll = RollCall::Called;
+        self.gap = roll_call::HOLD;
+        self.load_first = self.load_first.max(1);
+    }
+
+    /// Whether the roll was called and waits for its answers.
+    pub(super) fn roll_pending(&self) -> bool {
+        self.roll == RollCall::Called
+    }
+
+    /// The first attempt went on without a roll call: none will be.
+    pub(super) fn no_roll_call(&mut self) {
+        if self.roll == RollCall::Due {
+            self.roll = RollCall::Done;
+        }
+    }
+
+    /// The lanes of other nodes that answered the roll call (none: this node is alone): they
+    /// are present, and rank as committers until a lane is seen committing (see
+    /// [`Fleet::turn`]).
+    pub(super) fn roll_answered(&mut self, lanes: &[String]) {
+        self.roll = RollCall::Done;
+        let now_ms = self.now_ms();
+        let own = self.fleet.own().to_string();
+        let others: Vec<&String> = lanes.iter().filter(|l| **l != own).collect();
+        if !others.is_empty() {
+            for lane in &others {
+                self.fleet.answered(lane, now_ms);
+            }
+            self.fleet.answered(&own, now_ms);
+        }
+        tracing::info!(
+            table = %self.table,
+            answered = others.len(),
+            lane = %own,
+            committer = ?self.fleet.committer(now_ms),
+            "roll call at start: {} other node(s) answered",
+            others.len()
+        );
+        self.publish();
     }
 
     /// A commit landed (`metadata` is the table after it) after a round trip of `round_trip_ms`

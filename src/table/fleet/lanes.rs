@@ -85,6 +85,9 @@ struct Seen {
     committed: Option<i64>,
     /// Whether its last commit said it carries the fleet's intents.
     carries: bool,
+    /// When it answered a roll call: an intent of it the store took within a roll call's
+    /// window, listed at a node's start (see `fleet::roll_call`).
+    answered: Option<i64>,
 }
 
 /// What a lane does in a fleet that takes turns.
@@ -174,11 +177,13 @@ impl Fleet {
             slot_at: at_ms,
             committed: Some(at_ms),
             carries,
+            answered: None,
         };
         if let Some(seen) = self.lanes.get_mut(lane) {
             if seen.committed.is_none_or(|c| at_ms > c) {
                 *seen = Seen {
                     at: seen.at.max(at_ms),
+                    answered: seen.answered,
                     ..commit
                 };
             }
@@ -203,6 +208,29 @@ impl Fleet {
                 slot_at: at_ms,
                 committed: None,
                 carries: true,
+                answered: None,
+            },
+        );
+    }
+
+    /// Notes that `lane` answered a roll call at `at_ms` (this node's clock, when it listed the
+    /// intents): present, and a committer while no lane is seen committing (see
+    /// [`Fleet::turn`]).
+    pub(crate) fn answered(&mut self, lane: &str, at_ms: i64) {
+        if let Some(seen) = self.lanes.get_mut(lane) {
+            seen.at = seen.at.max(at_ms);
+            seen.answered = Some(seen.answered.map_or(at_ms, |a| a.max(at_ms)));
+            return;
+        }
+        self.insert(
+            lane,
+            Seen {
+                at: at_ms,
+                slot: 0,
+                slot_at: at_ms,
+                committed: None,
+                carries: true,
+                answered: Some(at_ms),
             },
         );
     }
@@ -320,18 +348,52 @@ impl Fleet {
     pub(crate) fn committer(&self, now_ms: i64) -> Option<String> {
         let memory = self.memory_ms(now_ms);
         let present = self.present_within(now_ms, memory);
+        self.committers_among(&present, now_ms, memory)
+            .first()
+            .map(|lane| (*lane).to_string())
+    }
+
+    /// The lanes of `present` that rank as committers where only a few take turns, lowest
+    /// first: those seen committing themselves that carry the fleet's intents (a lane known
+    /// only from intents carried, which anyone who can write one can claim, or a node with
+    /// `commit.intents: false`, would be a committer that never carries). This node's own lane
+    /// ranks only once the table has shown a commit of it: the others rank only the lanes they
+    /// have seen, and a node invisible to them that ranked itself among the committers would
+    /// commit in another's slot, lose, and stay invisible, cycle after cycle (64 nodes: 52 such
+    /// 409s in the first 12 s).
+    ///
+    /// While no lane is seen committing (a fleet started together, after its roll call), the
+    /// lanes that answered the roll call rank instead: every node that listed the same intents
+    /// picks the same committer before anyone commits. A lane that commits outranks them all,
+    /// so a claim by a forged intent lasts only until some node commits (its fallback).
+    fn committers_among<'a>(
+        &self,
+        present: &[(&'a str, u64)],
+        now_ms: i64,
+        memory: i64,
+    ) -> Vec<&'a str> {
+        let recent = |at: Option<i64>| at.is_some_and(|at| now_ms.saturating_sub(at) <= memory);
+        let committing: Vec<&str> = present
+            .iter()
+            .map(|(lane, _)| *lane)
+            .filter(|lane| {
+                self.lanes
+                    .get(*lane)
+                    .is_some_and(|seen| seen.carries && recent(seen.committed))
+            })
+            .collect();
+        if !committing.is_empty() {
+            return committing;
+        }
         present
             .iter()
             .map(|(lane, _)| *lane)
-            .find(|lane| {
-                self.lanes.get(*lane).is_some_and(|seen| {
-                    seen.carries
-                        && seen
-                            .committed
-                            .is_some_and(|c| now_ms.saturating_sub(c) <= memory)
-                })
+            .filter(|lane| {
+                self.lanes
+                    .get(*lane)
+                    .is_some_and(|seen| recent(seen.answered))
             })
-            .map(str::to_string)
+            .collect()
     }
 
     /// What this lane does now (see [`Turn`]). Only the lowest lanes (by id) take turns when
@@ -351,26 +413,8 @@ impl Fleet {
         let slot = fleet_slot(&present);
         let lanes = self.takers(present.len());
         let ranked: Vec<&str> = if lanes < present.len() {
-            // Only a few committers: ranked among the lanes seen committing themselves that
-            // carry the fleet's intents (a lane known only from intents carried, which anyone
-            // who can write one can claim, or a node with `commit.intents: false`, would be a
-            // committer that never carries). This node's own lane ranks only once the table has
-            // shown a commit of it: the others rank only the lanes they have seen, and a node
-            // invisible to them that ranked itself among the committers would commit in
-            // another's slot, lose, and stay invisible, cycle after cycle (64 nodes: 52 such
-            // 409s in the first 12 s).
-            present
-                .iter()
-                .map(|(lane, _)| *lane)
-                .filter(|lane| {
-                    self.lanes.get(*lane).is_some_and(|seen| {
-                        seen.carries
-                            && seen
-                                .committed
-                                .is_some_and(|c| now_ms.saturating_sub(c) <= memory)
-                    })
-                })
-                .collect()
+            // Only a few committers (see `committers_among`).
+            self.committers_among(&present, now_ms, memory)
         } else {
             present.iter().map(|(lane, _)| *lane).collect()
         };
@@ -634,6 +678,7 @@ mod tests {
                 slot: 350,
                 slot_at: now - 400,
                 committed: Some(now - 400),
+                answered: None,
                 carries: true,
             })
         );
@@ -690,5 +735,43 @@ mod tests {
         assert_eq!(f.lanes.len(), MAX_LANES);
         assert!(f.lanes.contains_key(&format!("lane{}", MAX_LANES + 49)));
         assert!(!f.lanes.contains_key("lane0"));
+    }
+
+    #[test]
+    fn a_fleet_started_together_ranks_the_lanes_that_answered_its_roll_call() {
+        let now = 10_000_000;
+        let lanes: Vec<String> = (0..20).map(|i| format!("a{i:02}")).collect();
+        // Every node listed the same intents: each sees the same lowest lane as the committer,
+        // before anyone committed.
+        let turns: Vec<Turn> = lanes
+            .iter()
+            .map(|own| {
+                let mut f = Fleet::new(own.clone()).carrying();
+                for lane in &lanes {
+                    f.answered(lane, now - 100);
+                }
+                f.turn(now)
+            })
+            .collect();
+        assert!(matches!(turns[0], Turn::Sole { .. }), "{:?}", turns[0]);
+        assert!(
+            turns[1..].iter().all(|t| matches!(t, Turn::Carried { .. })),
+            "{turns:?}"
+        );
+        // A lane seen committing outranks every answer (a node that started later, or a
+        // forged intent's lower lane, cannot take the turn from the one at work).
+        let mut f = Fleet::new("a01".into()).carrying();
+        for lane in &lanes {
+            f.answered(lane, now - 100);
+        }
+        f.answered("000000", now - 100);
+        f.observe("a05", now - 50, 200, true);
+        assert_eq!(f.committer(now).as_deref(), Some("a05"));
+        assert!(matches!(f.turn(now), Turn::Carried { .. }));
+        // Answers are forgotten with the lane memory, like commits.
+        let later = now + f.memory_ms(now) + 1;
+        let mut g = Fleet::new("a01".into()).carrying();
+        g.answered("a00", now);
+        assert_eq!(g.turn(later), Turn::Alone);
     }
 }

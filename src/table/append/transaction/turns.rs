@@ -35,6 +35,9 @@ impl BatchCommit {
         schemas: &dyn Schemas,
         batch: &[ReadySegment],
     ) -> Option<Outcome> {
+        if let Some(outcome) = self.roll_call(env, held, schemas, batch).await {
+            return Some(outcome);
+        }
         if batch.is_empty() && self.nothing_failed() {
             self.read_intents_ahead(env, held).await;
             if !self.intents.prefetched_any() {
@@ -50,6 +53,62 @@ impl BatchCommit {
             return Some(self.no_commit(held, Outcome::Deferred).await);
         }
         None
+    }
+
+    /// The roll call at this node's start (see `fleet::roll_call`): its first attempt, on a
+    /// table that could be a fleet's with no committer at work, publishes the batch and ends
+    /// (`Some`); the next, [`roll_call::HOLD`] later, lists the intents and notes the lanes that
+    /// answered, and goes on as their turns say. A batch the table cannot take as it is (a
+    /// creation, a schema change) goes the usual way, without a roll call.
+    async fn roll_call(
+        &mut self,
+        env: Env<'_>,
+        held: &mut HeldTable,
+        schemas: &dyn Schemas,
+        batch: &[ReadySegment],
+    ) -> Option<Outcome> {
+        if self.pacer.roll_pending() {
+            let lanes = match held.table().cloned() {
+                Some(table) => {
+                    let own_log = batch.first().and_then(|r| r.segment.catalog_id.as_deref());
+                    self.intents
+                        .roll_call(
+                            env.store,
+                            &env.config.url,
+                            &table,
+                            env.config.commit.max_segments,
+                            &|id: &SegmentId| held.holds_id(id),
+                            env.now_ms(),
+                            own_log,
+                        )
+                        .await
+                }
+                None => Vec::new(),
+            };
+            self.pacer.roll_answered(&lanes);
+            return None;
+        }
+        let calls = !batch.is_empty()
+            && self.nothing_failed()
+            && self.intents.may_publish()
+            && held
+                .table()
+                .is_some_and(|table| self.pacer.calls_roll(table.metadata()));
+        if !calls {
+            self.pacer.no_roll_call();
+            return None;
+        }
+        self.accept_fitting(held, schemas, batch).await;
+        self.publish_run(env, held, batch).await;
+        if !batch
+            .iter()
+            .any(|r| self.intents.is_published(r.segment.seq))
+        {
+            self.pacer.no_roll_call();
+            return None;
+        }
+        self.pacer.roll_called();
+        Some(self.no_commit(held, Outcome::Deferred).await)
     }
 
     /// Right before a load: writes what the attempt needs on the version held (the new files'
@@ -333,7 +392,9 @@ impl BatchCommit {
         held: &mut HeldTable,
         batch: &[ReadySegment],
     ) {
-        if !self.intents.may_publish() || !self.pacer.slotted() {
+        // Callers publish only where someone will carry the run: a fleet that takes turns
+        // (`publish`, a node the committers carry), or a roll call.
+        if !self.intents.may_publish() {
             return;
         }
         let Some(table) = held.table().cloned() else {

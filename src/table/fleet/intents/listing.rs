@@ -66,6 +66,9 @@ pub(super) type Listed = Vec<(ObjectPath, Arc<Intent>)>;
 #[derive(Debug, Default)]
 pub(super) struct Listing {
     pub intents: Listed,
+    /// When the store took each of `intents` (ms since the epoch, the store's clock), in the
+    /// same order: the roll call's answers (see `fleet::roll_call`).
+    pub stored_ms: Vec<i64>,
     pub aged_out: Vec<ObjectPath>,
 }
 
@@ -248,6 +251,9 @@ impl Memory {
                     None => continue,
                 },
             };
+            listing
+                .stored_ms
+                .push(meta.last_modified.timestamp_millis());
             listing.intents.push((meta.location, intent));
         }
         listing

@@ -34,8 +34,9 @@
 //! lane) it finds its segments registered and commits nothing twice; an intent it publishes again
 //! beside an older one of its own is carried for what the older one did not hold.
 //!
-//! A lone registrar never publishes, and lists only once, at its first commit (so that a node
-//! coming back carries what was left while it was away).
+//! A lone registrar does not publish (but for a roll call at its first start on a table with no
+//! snapshot yet, see `fleet::roll_call`), and lists only once, at its first commit (so that a
+//! node coming back carries what was left while it was away).
 
 mod carried;
 mod cleanup;
@@ -472,10 +473,38 @@ impl Intents {
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
         now_ms: i64,
     ) {
-        let (uuid, listed, loaded) = self
+        let (uuid, listed, loaded, _) = self
             .list_and_read(store, url, table, budget, holds, now_ms)
             .await;
         self.prefetched = Some((uuid, Instant::now(), listed, loaded));
+    }
+
+    /// Lists the intents and reads ahead as [`Self::prefetch`] does, for a roll call (see
+    /// `fleet::roll_call`): the lanes that answered it, of logs other than `own_log`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn roll_call(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        url: &crate::config::TableRoot,
+        table: &Table,
+        budget: usize,
+        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
+        now_ms: i64,
+        own_log: Option<&str>,
+    ) -> Vec<String> {
+        let (uuid, listed, loaded, stored_ms) = self
+            .list_and_read(store, url, table, budget, holds, now_ms)
+            .await;
+        let stamps: Vec<(String, Option<String>, i64)> = listed
+            .iter()
+            .zip(stored_ms)
+            .map(|((_, intent), at)| {
+                let record = &intent.record;
+                (record.lane.clone(), record.log().map(str::to_string), at)
+            })
+            .collect();
+        self.prefetched = Some((uuid, Instant::now(), listed, loaded));
+        crate::table::fleet::roll_call::answered(&stamps, own_log)
     }
 
     /// Lists the intents, reads the manifests of those the next commit will carry first, and
@@ -488,7 +517,7 @@ impl Intents {
         budget: usize,
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
         now_ms: i64,
-    ) -> (String, Listed, Loaded) {
+    ) -> (String, Listed, Loaded, Vec<i64>) {
         let metadata = table.metadata();
         let scope = Scope::of(url, metadata, self.key.as_ref());
         let uuid = scope.uuid.clone();
@@ -518,7 +547,7 @@ impl Intents {
         }
         self.age_out(listing.aged_out);
         self.note_table(store, url, &uuid).await;
-        (uuid, listing.intents, loaded)
+        (uuid, listing.intents, loaded, listing.stored_ms)
     }
 
     /// Reads the fleet's new intents into memory, choosing none: the fleet's committer does this
@@ -624,7 +653,7 @@ impl Intents {
                 (listed, loaded)
             }
             _ => {
-                let (_, listed, loaded) = self
+                let (_, listed, loaded, _) = self
                     .list_and_read(store, url, table, budget, holds, now_ms)
                     .await;
                 (listed, loaded)

@@ -58,19 +58,30 @@ impl Harness {
     /// The table empty (one long column `x`, unpartitioned), loaded as a committer starts;
     /// `keys`: the catalog advertises idempotency keys. Retry pauses without jitter, so that
     /// they can be compared: `retry.initial` is 1 s.
+    ///
+    /// `commit.intents` is off: on a table with no snapshot, a registrar with intents on calls
+    /// the roll at its first attempt (`fleet::roll_call`, see [`Harness::with_intents`]), and
+    /// these tests are about what the catalog's answers come to.
     pub(super) async fn new(keys: bool) -> Harness {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let catalog = FakeCatalog::start(crate::testing::metadata_with(&[]), keys).await;
-        Harness::on(catalog, store).await
+        Harness::on(catalog, store, false).await
+    }
+
+    /// [`Harness::new`] with `commit.intents` on (the default), as a fleet's node.
+    pub(super) async fn with_intents(keys: bool) -> Harness {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let catalog = FakeCatalog::start(crate::testing::metadata_with(&[]), keys).await;
+        Harness::on(catalog, store, true).await
     }
 
     /// Another registrar (a lane of its own) writing the same table, through the same catalog
     /// and store.
     pub(super) async fn beside(&self) -> Harness {
-        Harness::on(self.catalog.clone(), Arc::clone(&self.store)).await
+        Harness::on(self.catalog.clone(), Arc::clone(&self.store), false).await
     }
 
-    async fn on(catalog: FakeCatalog, store: Arc<dyn ObjectStore>) -> Harness {
+    async fn on(catalog: FakeCatalog, store: Arc<dyn ObjectStore>, intents: bool) -> Harness {
         let config = RegistrarConfig::builder()
             .id("lake")
             .pipeline("p1")
@@ -80,6 +91,7 @@ impl Harness {
             .catalog_uri(catalog.uri.clone())
             .namespace("ns")
             .retry_jitter(false)
+            .commit_intents(intents)
             .build()
             .expect("a valid config");
         let client = RestClient::connect(RestClientSettings {
@@ -132,6 +144,24 @@ impl Harness {
             store: &self.store,
         };
         (env, &mut self.held, &mut self.commit)
+    }
+
+    /// The keys under the table's intent directory (`<url>/_thadam-intents/`).
+    pub(super) async fn intents_left(&self) -> Vec<String> {
+        use futures::TryStreamExt;
+        let dir = object_store::path::Path::from("seg/_thadam-intents");
+        self.store
+            .list(Some(&dir))
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .expect("the in-memory store lists")
+    }
+
+    /// The committer stops: the intents' deletes are done.
+    pub(super) async fn stop(&mut self) {
+        let (env, held, commit) = self.parts();
+        commit.abandon(env, held).await;
     }
 
     /// One attempt at `batch`, as the committer makes it (no pause is waited: the next

@@ -1,7 +1,8 @@
 //! The transaction's unit tests: [`BatchCommit::attempt`] driven as the committer drives it,
 //! against a REST catalog in the test's process (`fake_catalog`: each commit answered as the
 //! test scripts it) and an in-memory store standing in for S3 (`harness`), in milliseconds;
-//! what each answer to a commit comes to is in `answers`.
+//! what each answer to a commit comes to is in `answers`, a lone registrar's roll call on a
+//! new table in `roll_call`.
 
 use serde_json::json;
 
@@ -10,6 +11,7 @@ use super::snapshot_stamp;
 mod answers;
 mod fake_catalog;
 mod harness;
+mod roll_call;
 
 #[test]
 fn a_snapshot_is_never_stamped_before_the_tables_last() {
