@@ -774,6 +774,8 @@ def cmd_run(args) -> dict:
         if maker:
             warm_logs = [state / f"segments-{maker}" / "segment-catalog.log"]
             warm_config = state / f"{maker}.yaml"
+            for path in logs:
+                path.parent.mkdir(parents=True, exist_ok=True)
         for k, path in enumerate(warm_logs):
             path.parent.mkdir(parents=True, exist_ok=True)
             ship(s3, LogAppender(path, crc), args.dataset, location, f"{WARMUP_PREFIX}{k:02d}",

@@ -12,6 +12,7 @@ use iceberg::spec::TableMetadata;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
+use super::{Candidate, DONE_MANIFEST_CHECKS};
 use crate::table::committed::{SegmentId, lists_id};
 use crate::table::summary_keys::{INTENTS_COPIED, SEGMENT_IDS};
 
@@ -138,6 +139,32 @@ pub(super) fn consumed_by_copy(metadata: &TableMetadata, ids: &[SegmentId]) -> b
         }
     }
     found
+}
+
+/// The deletes of the `done` intents of `candidates`: their keys, and their manifests where no
+/// snapshot can name them. Only the first [`DONE_MANIFEST_CHECKS`](super::DONE_MANIFEST_CHECKS) that name a manifest are
+/// checked; the others that do are left (key and manifest) for a later commit.
+pub(super) fn done_deletes(
+    metadata: &TableMetadata,
+    candidates: &[Candidate],
+    done: Vec<usize>,
+) -> Deletes {
+    let mut deletes = Deletes::default();
+    let mut checks = 0;
+    for i in done {
+        let (key, intent, _) = &candidates[i];
+        if let Some(path) = intent.record.manifest_path() {
+            if checks == DONE_MANIFEST_CHECKS {
+                continue;
+            }
+            checks += 1;
+            if consumed_by_copy(metadata, &intent.ids) {
+                deletes.manifests.push(path.to_string());
+            }
+        }
+        deletes.keys.push(key.clone());
+    }
+    deletes
 }
 
 #[cfg(test)]

@@ -60,7 +60,7 @@ pub(crate) use record::{IntentRecord, ManifestRef, MarkRaise};
 pub(crate) use signing::IntentKey;
 
 use carried::Published;
-use cleanup::{Deletes, consumed_by_copy};
+use cleanup::{Deletes, consumed_by_copy, done_deletes};
 use listing::{Listed, ManifestRead, Memory, Read, Scope, load_files, read_order};
 use record::{FORMAT, FORMAT_INLINE, INLINE_MAX, Intent};
 use select::{Chosen, Context, Selection, mark_seq, select};
@@ -931,28 +931,6 @@ fn carry_chosen(carried: &mut Carried, candidates: &[Candidate], carry: Vec<Chos
             .map_or("", |m| m.property.as_str());
         carried.guards.add(property, record.max_seq);
     }
-}
-
-/// The deletes of the `done` intents of `candidates`: their keys, and their manifests where no
-/// snapshot can name them. Only the first [`DONE_MANIFEST_CHECKS`] that name a manifest are
-/// checked; the others that do are left (key and manifest) for a later commit.
-fn done_deletes(metadata: &TableMetadata, candidates: &[Candidate], done: Vec<usize>) -> Deletes {
-    let mut deletes = Deletes::default();
-    let mut checks = 0;
-    for i in done {
-        let (key, intent, _) = &candidates[i];
-        if let Some(path) = intent.record.manifest_path() {
-            if checks == DONE_MANIFEST_CHECKS {
-                continue;
-            }
-            checks += 1;
-            if consumed_by_copy(metadata, &intent.ids) {
-                deletes.manifests.push(path.to_string());
-            }
-        }
-        deletes.keys.push(key.clone());
-    }
-    deletes
 }
 
 /// Whether a store's answer refuses a request for good (its keys may not do it).
