@@ -153,6 +153,23 @@ impl Memory {
         }
     }
 
+    /// After a whole pass listing `metas`: what is no longer listed is gone for good (intents
+    /// are never written twice under one key), read or skipped.
+    fn forget_unlisted(&mut self, metas: &[object_store::ObjectMeta]) {
+        let listed: HashSet<&str> = metas.iter().map(|m| m.location.as_ref()).collect();
+        let mut forgotten = 0;
+        self.read.retain(|k, (_, size)| {
+            let kept = listed.contains(k.as_str());
+            if !kept {
+                forgotten += *size;
+            }
+            kept
+        });
+        self.read_bytes = self.read_bytes.saturating_sub(forgotten);
+        let hashes: HashSet<u64> = listed.iter().map(|k| key_hash(k)).collect();
+        self.skipped.retain(|hash, _| hashes.contains(hash));
+    }
+
     /// Lists the intents under `scope.dir` (up to [`LIST_BUDGET`] keys, going on next time where
     /// it stopped), reading each new one once (`when`: for the metric). `now_ms`: this node's
     /// clock, against the store's stamps, for what ages out.
@@ -181,20 +198,7 @@ impl Memory {
         if metas.len() == LIST_BUDGET {
             self.resume = metas.last().map(|m| m.location.clone());
         } else if from_start {
-            // A whole pass: what is no longer listed is gone for good (intents are never
-            // written twice under one key).
-            let listed: HashSet<&str> = metas.iter().map(|m| m.location.as_ref()).collect();
-            let mut forgotten = 0;
-            self.read.retain(|k, (_, size)| {
-                let kept = listed.contains(k.as_str());
-                if !kept {
-                    forgotten += *size;
-                }
-                kept
-            });
-            self.read_bytes = self.read_bytes.saturating_sub(forgotten);
-            let hashes: HashSet<u64> = listed.iter().map(|k| key_hash(k)).collect();
-            self.skipped.retain(|hash, _| hashes.contains(hash));
+            self.forget_unlisted(&metas);
         }
         let mut listing = Listing::default();
         let mut fresh = Vec::new();
