@@ -407,8 +407,8 @@ def labelled(after: list[dict], before: list[dict], name: str) -> dict[str, floa
 
 def store_request_figures(after: list[dict], before: list[dict]) -> dict:
     """Store requests by kind over the run (thadam_iceberg_store_requests_total), with the
-    segments they registered: the whole fleet's (what the table took), and the nodes' that only
-    published (carried no other node's segment) with their own segments."""
+    segments they registered: the whole fleet's (what the table took), and the nodes' that
+    carried no other node's segment with their own segments."""
     def node(a: dict, b: dict) -> tuple[dict[str, float], float, float]:
         counts = {k: v - store_requests(b)[k] for k, v in store_requests(a).items()}
         return counts, handled(a, b), delta(a, b, SEGMENTS_CARRIED)
@@ -1155,16 +1155,16 @@ def cmd_report(args) -> int:
         if counted:
             print("S3 requests per registered segment, by kind (thadam_iceberg_store_requests_"
                   "total summed over the nodes, over the segments the table took from them in "
-                  "the run; the publishing nodes' (those that carried no other node's segment) "
-                  "over their own segments):")
+                  "the run; the nodes' that carried no other node's segment over their own "
+                  "segments):")
             print()
             rows = []
             for r in counted:
                 q = r["store_requests"]
                 rows.append((f"{r['nodes']} nodes, all", q["fleet"], q["segments"]))
                 if q["publisher_nodes"]:
-                    rows.append((f"{r['nodes']} nodes, the {q['publisher_nodes']} that only "
-                                 "published", q["publishers"], q["publisher_segments"]))
+                    rows.append((f"{r['nodes']} nodes, the {q['publisher_nodes']} that carried "
+                                 "none", q["publishers"], q["publisher_segments"]))
             print(requests_per_segment(rows))
             print()
             for r in counted:
