@@ -58,7 +58,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent.parent / "growth"))
-from common import REGISTERED_INCLUDES_CARRIED, Registrar, bench, log, markdown  # noqa: E402
+from common import (REGISTERED_INCLUDES_CARRIED, Registrar, bench, log, markdown,  # noqa: E402
+                    requests_per_segment, store_requests)
 from seglog import Crc32c, LogAppender  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -75,6 +76,7 @@ INTERVAL = "thadam_iceberg_commit_interval_seconds"
 DELETED = "thadam_iceberg_attempt_files_deleted_total"
 # Fleet intents (a node's segments another node carried count as handled for the drain).
 CARRIED_BY_OTHERS = "thadam_iceberg_segments_carried_by_others_total"
+SEGMENTS_CARRIED = "thadam_iceberg_segments_carried_total"
 PUBLISHED = "thadam_iceberg_intents_published_total"
 CARRIED = "thadam_iceberg_intents_carried_total"
 SKIPPED = "thadam_iceberg_intents_skipped_total"
@@ -401,6 +403,25 @@ def labelled(after: list[dict], before: list[dict], name: str) -> dict[str, floa
                 value = key[len(name) + 1:]
                 out[value] = out.get(value, 0.0) + delta(a, b, key)
     return out
+
+
+def store_request_figures(after: list[dict], before: list[dict]) -> dict:
+    """Store requests by kind over the run (thadam_iceberg_store_requests_total), with the
+    segments they registered: the whole fleet's (what the table took), and the nodes' that
+    carried no other node's segment with their own segments."""
+    def node(a: dict, b: dict) -> tuple[dict[str, float], float, float]:
+        counts = {k: v - store_requests(b)[k] for k, v in store_requests(a).items()}
+        return counts, handled(a, b), delta(a, b, SEGMENTS_CARRIED)
+    nodes = [node(a, b) for a, b in zip(after, before)]
+    fleet = {k: sum(c[k] for c, _, _ in nodes) for k in nodes[0][0]} if nodes else {}
+    publishers = [(c, own) for c, own, carried in nodes if carried == 0]
+    return {
+        "fleet": fleet,
+        "segments": sum(own for _, own, _ in nodes),
+        "publishers": {k: sum(c[k] for c, _ in publishers) for k in fleet},
+        "publisher_nodes": len(publishers),
+        "publisher_segments": sum(own for _, own in publishers),
+    }
 
 
 def histogram(before: list[dict], after: list[dict], name: str) -> dict | None:
@@ -913,6 +934,9 @@ def cmd_run(args) -> dict:
         else:
             log(f"drain: {'done' if drained else 'CAP HIT'} {drain_end - drain_start:.1f} s "
                 "after the feeder finished; stopping the runners")
+        # The store requests once the carried intents' deletes are done too (they run behind
+        # the committer's next cycle).
+        last = scrape(regs) if fronts else after
         codes = [reg.wait(stop=True) for reg in regs]
 
         commits = {o: sum(delta(a, b, f"{COMMITS}:{o}") for a, b in zip(after, before))
@@ -956,6 +980,7 @@ def cmd_run(args) -> dict:
             "cpu_s": cpu,
             "max_hwm_kb": max(f["hwm_kb"] for f in figures),
             "exit_codes": codes,
+            "store_requests": store_request_figures(last, before),
             **analyse(table, logs + (warm_logs if maker else []), t0, window_end, drained,
                       rival_ok),
             "started_together": bool(maker),
@@ -1147,6 +1172,27 @@ def cmd_report(args) -> int:
         print()
         print(markdown(["N", *DETAIL_HEADERS], details))
         print()
+        counted = [r for r in fleet if r.get("store_requests")]
+        if counted:
+            print("S3 requests per registered segment, by kind (thadam_iceberg_store_requests_"
+                  "total summed over the nodes, over the segments the table took from them in "
+                  "the run; the nodes' that carried no other node's segment over their own "
+                  "segments):")
+            print()
+            rows = []
+            for r in counted:
+                q = r["store_requests"]
+                rows.append((f"{r['nodes']} nodes, all", q["fleet"], q["segments"]))
+                if q["publisher_nodes"]:
+                    rows.append((f"{r['nodes']} nodes, the {q['publisher_nodes']} that carried "
+                                 "none", q["publishers"], q["publisher_segments"]))
+            print(requests_per_segment(rows))
+            print()
+            for r in counted:
+                q = r["store_requests"]
+                print(f"{r['nodes']} nodes: {q['segments']:,.0f} segments, requests "
+                      + ", ".join(f"{k} {v:,.0f}" for k, v in q["fleet"].items() if v))
+            print()
     if rivals:
         r0 = rivals[0]
         print(f"### Rival writers: one registrar fed {r0['rate']:g} seg/s for {r0['seconds']} s, "

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import (Registrar, bench, human_bytes, log, markdown, mib, table_figures,
-                    time_plan_files)
+from common import (Registrar, bench, human_bytes, log, markdown, mib, requests_per_segment,
+                    store_requests, table_figures, time_plan_files)
 from seglog import (Crc32c, LogAppender, place_objects, segments_like, template_segment,
                     verify_placed)
 
@@ -62,9 +62,12 @@ def cmd_run(args) -> dict:
     started_ms = reg.started * 1000
     samples = []
     first_commit_s = None
+    last_m = None
     next_progress = time.time() + 10
     while reg.alive():
         m = reg.try_metrics()
+        if m is not None:
+            last_m = m
         try:
             p = reg.proc_figures()
         except OSError:
@@ -122,6 +125,13 @@ def cmd_run(args) -> dict:
         "plan_files_s": plan["plan_files_s"] if plan else None,
         "plan_files_tasks": plan["tasks"] if plan else None,
         "samples": len(samples),
+        # The last sample before the registrar exited (up to 100 ms before its last requests):
+        # its store requests by kind, the segments registered and the footers read by then.
+        "store_requests": store_requests(last_m) if last_m else None,
+        "requests_registered": last_m.get("thadam_iceberg_segments_registered_total", 0.0)
+        if last_m else None,
+        "requests_footers_read": last_m.get("thadam_iceberg_footer_reads_total", 0.0)
+        if last_m else None,
     }
 
 
@@ -170,6 +180,24 @@ def cmd_report(args) -> None:
     for r in runs:
         curve = ", ".join(f"{t:g}s {kb / 1024:.0f}" for t, kb in r["rss_curve_kb"])
         print(f"\nRSS (MiB) over time, {r['segments']:,} segments: {curve}")
+    counted = [r for r in runs if r.get("store_requests")]
+    if counted:
+        print("\nS3 requests per registered segment, by kind (a lone registrar: thadam_iceberg_"
+              "store_requests_total over segments_registered_total at the registrar's last "
+              "/metrics sample, less one GET for each footer read by then of a segment not yet "
+              "registered):\n")
+        rows = []
+        for r in counted:
+            counts = dict(r["store_requests"])
+            ahead = max(0.0, (r.get("requests_footers_read") or 0.0) - r["requests_registered"])
+            counts["get"] = counts["get"] - ahead
+            rows.append((f"{r['segments']:,} segments", counts, r["requests_registered"]))
+        print(requests_per_segment(rows))
+        for r in counted:
+            print(f"\n{r['segments']:,} segments, at the last sample: "
+                  f"{r['requests_registered']:,.0f} registered, "
+                  f"{r.get('requests_footers_read') or 0:,.0f} footers read, requests "
+                  + ", ".join(f"{k} {v:,.0f}" for k, v in r["store_requests"].items() if v))
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ REGISTERED_INCLUDES_CARRIED = "registered_includes_carried"
 def parse_metrics(text: str, table: str) -> dict[str, float]:
     """Series of one table (plus unlabelled ones), keyed `name` or `name{le=..}` for buckets
     (`name@phase` for a histogram by `phase`);
-    series that differ only in other labels are summed: by `outcome`, `whose` or `reason` under
-    `name:value`, by any other (cause) under `name`."""
+    series that differ only in other labels are summed: by `outcome`, `whose`, `reason` or `kind`
+    under `name:value`, by any other (cause) under `name`."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith(REGISTERED_HELP) and "carried into it" in line:
@@ -61,6 +61,8 @@ def parse_metrics(text: str, table: str) -> dict[str, float]:
             key = f"{name}:{labels['outcome']}"
         elif "whose" in labels or "reason" in labels:
             key = f"{name}:{labels.get('whose') or labels['reason']}"
+        elif "kind" in labels:
+            key = f"{name}:{labels['kind']}"
         try:
             out[key] = out.get(key, 0.0) + float(value)
         except ValueError:
@@ -225,6 +227,35 @@ def markdown(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# thadam_iceberg_store_requests_total's kinds, and S3 Standard's request prices (us-east-1 list
+# prices, USD per 1,000 requests): PUT, COPY, POST and LIST in one tier, GET and HEAD in
+# another, DELETE free. A multipart create and complete are POSTs, its parts PUTs: all `put`.
+STORE_REQUEST = "thadam_iceberg_store_requests_total"
+REQUEST_KINDS = ("put", "copy", "list", "get", "head", "delete", "other")
+PRICE_PER_1000 = {"put": 0.005, "copy": 0.005, "list": 0.005, "get": 0.0004, "head": 0.0004,
+                  "delete": 0.0, "other": 0.0004}
+
+
+def store_requests(m: dict[str, float]) -> dict[str, float]:
+    """The store requests by kind in a parse_metrics dict (one runner's, or summed)."""
+    return {k: m.get(f"{STORE_REQUEST}:{k}", 0.0) for k in REQUEST_KINDS}
+
+
+def requests_per_segment(rows: list[tuple[str, dict[str, float], float]]) -> str:
+    """A markdown table: for each (label, requests by kind, segments registered), the requests per
+    segment by kind, and what a million segments cost at S3 Standard's request prices."""
+    out = []
+    for label, counts, segments in rows:
+        if not segments:
+            out.append([label, *("n/a" for _ in REQUEST_KINDS), "n/a", "n/a"])
+            continue
+        per = {k: counts.get(k, 0.0) / segments for k in REQUEST_KINDS}
+        dollars = sum(per[k] * PRICE_PER_1000[k] for k in REQUEST_KINDS) * 1_000_000 / 1000
+        out.append([label, *(f"{per[k]:.4f}" for k in REQUEST_KINDS),
+                    f"{sum(per.values()):.4f}", f"${dollars:,.2f}"])
+    return markdown(["", *REQUEST_KINDS, "total", "per million segments (S3 Standard)"], out)
 
 
 def mib(kb: float) -> str:

@@ -1,6 +1,7 @@
 //! The HTTP connector of every S3 client ([`TypedStatusConnector`]): it turns S3 refusals
-//! object_store leaves untyped into [`S3Refusal`] errors and, with a remote signer, has every
-//! request signed just before it is sent.
+//! object_store leaves untyped into [`S3Refusal`] errors, with a remote signer has every
+//! request signed just before it is sent, and counts the requests by kind
+//! ([`crate::io::requests`]).
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -9,6 +10,7 @@ use object_store::client::{
     HttpService, ReqwestConnector,
 };
 
+use crate::io::requests::{RequestKind, count, kind_of};
 use crate::io::signer::SharedSigner;
 use crate::io::status::{S3Refusal, S3StatusClass, s3_error_code, status_class};
 
@@ -26,15 +28,6 @@ fn tagged(status: u16, is_list: bool) -> bool {
     }
 }
 
-/// Whether `request` is an S3 ListObjectsV2 (`GET /bucket?list-type=2...`).
-fn is_list_request(request: &HttpRequest) -> bool {
-    request.method() == http::Method::GET
-        && request
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|pair| pair == "list-type=2"))
-}
-
 /// An object_store HTTP connector that turns untyped S3 refusals into [`S3Refusal`] errors
 /// (object_store keeps the status of such an answer in a type that is not public), and with a
 /// remote signer, has every request signed just before it is sent (each attempt anew, so a
@@ -43,6 +36,9 @@ fn is_list_request(request: &HttpRequest) -> bool {
 pub(super) struct TypedStatusConnector {
     /// The signer and the region requests are signed for.
     pub(super) signer: Option<(SharedSigner, String)>,
+    /// Whether requests are counted in `thadam_iceberg_store_requests_total`: those of a store
+    /// client, not those of a client object_store builds to fetch credentials.
+    pub(super) counted: bool,
 }
 
 impl HttpConnector for TypedStatusConnector {
@@ -51,6 +47,7 @@ impl HttpConnector for TypedStatusConnector {
         Ok(HttpClient::new(TypedStatus {
             client: inner,
             signer: self.signer.clone(),
+            counted: self.counted,
         }))
     }
 }
@@ -59,6 +56,7 @@ impl HttpConnector for TypedStatusConnector {
 struct TypedStatus {
     client: HttpClient,
     signer: Option<(SharedSigner, String)>,
+    counted: bool,
 }
 
 /// The most bytes of an error body read for its `<Code>`.
@@ -67,13 +65,19 @@ const MAX_ERROR_BODY: usize = 16 * 1024;
 #[async_trait]
 impl HttpService for TypedStatus {
     async fn call(&self, mut request: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let is_list = is_list_request(&request);
+        let kind = kind_of(&request);
+        let is_list = kind == RequestKind::List;
         if let Some((signer, region)) = &self.signer {
             // Our error, typed by its code, in the chain; `Unknown`: object_store does not retry
             // it (the signer retried what was transient, and a refusal stays refused).
             crate::io::signer::sign_http_request(signer.0.as_ref(), region, &mut request)
                 .await
                 .map_err(|e| HttpError::new(HttpErrorKind::Unknown, e))?;
+        }
+        // Every attempt object_store sends (a signing that failed sent nothing), whatever its
+        // answer: S3 bills refused requests too.
+        if self.counted {
+            count(kind);
         }
         let response = self.client.execute(request).await?;
         let status = response.status();

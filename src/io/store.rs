@@ -200,7 +200,12 @@ pub(crate) fn build_object_store(
             "store: cannot configure S3 access to bucket {bucket}: {e}"
         ))
     };
-    let mut connector = TypedStatusConnector::default();
+    // Counted: this client's requests are the store's. The probe below is not: it only lends
+    // its credential provider, whose requests go to the instance metadata service.
+    let mut connector = TypedStatusConnector {
+        counted: true,
+        ..TypedStatusConnector::default()
+    };
     builder = match &settings.credentials {
         S3Credentials::Keys(keys) => builder.with_credentials(Arc::new(HiddenKeys(Arc::new(
             object_store::aws::AwsCredential {

@@ -184,6 +184,17 @@ pub const METRICS: &[MetricDoc] = &[
         "Time to read one footer, retries included.",
     ),
     doc(
+        "thadam_iceberg_store_requests_total",
+        Kind::Counter,
+        &["kind"],
+        None,
+        "S3 requests sent to the bucket (footer reads, table metadata, manifests, a fleet's \
+         intents, deletes), each attempt counted as it goes on the wire, retries included, by \
+         kind as S3 bills them: put (PutObject, and a multipart upload's create, parts and \
+         complete), copy, list (one page of up to 1,000 keys), get, head, delete (DeleteObject, \
+         a DeleteObjects of up to 1,000 keys, a multipart abort), other.",
+    ),
+    doc(
         "thadam_iceberg_segments_quarantined_total",
         Kind::Counter,
         &["table", "code"],
