@@ -16,7 +16,8 @@
 #                          [--failed-deletes 0.10] [--lost-delete-answers 0.05]
 #                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
 #                         [--catalog-delay D[:J]] [--s3-delay D[:J]] [--delay-seed N]
-#                         [--registrar-bin PATH] [--together] [--keep]
+#                         [--registrar-bin PATH] [--together]
+#                         [--kill-committer S [--restart-after 20]] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
 # --drain-cap       after the load window, how long to wait for every segment to be registered
@@ -96,6 +97,11 @@
 #                   log with commit.intents: false (which then stops, and never ranks as a
 #                   committer), and the runners meet the load without having committed: every
 #                   node's first segments are measured from their upload
+# --kill-committer  fleet runs: S seconds into the load window, SIGKILL the committer (the
+#                   runner with the most landed commits) and restart it --restart-after seconds
+#                   later (its log's segments wait for it); the report adds, for the segments
+#                   uploaded within 30 s of the kill either side, p50 / p99 / max upload →
+#                   snapshot, and the longest the table went without a snapshot after the kill
 # --keep            keep the state dir (configs, segment catalogs, runner/feeder/rival logs,
 #                   raw JSON results); the servers are stopped either way
 #
@@ -144,6 +150,8 @@ catalog_delay=""
 s3_delay=""
 delay_seed=""
 together=0
+kill_committer=""
+restart_after=20
 # The command as typed: arguments with spaces (or empty) in single quotes.
 command_line="benches/contention.sh"
 for arg in "$@"; do
@@ -180,6 +188,8 @@ while (($#)); do
         --s3-delay) s3_delay="$2"; shift 2 ;;
         --delay-seed) delay_seed="$2"; shift 2 ;;
         --together) together=1; shift ;;
+        --kill-committer) kill_committer="$2"; shift 2 ;;
+        --restart-after) restart_after="$2"; shift 2 ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
@@ -479,6 +489,9 @@ run_driver() {
         runner_config "$ds-maker" "$ds" "${extra:+$extra
 }      commit: { intents: false }"
         together_args=(--together "$ds-maker")
+    fi
+    if [[ -n "$kill_committer" && "$mode" == fleet ]]; then
+        together_args+=(--kill-committer "$kill_committer" --restart-after "$restart_after")
     fi
     names="$(IFS=,; echo "$*")"
     out="$R/$mode-$ds.json"

@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,8 +19,8 @@ use object_store::path::Path as ObjectPath;
 
 use common::fleet::*;
 use common::store_faults::{Faults, FaultyStore};
-use common::{Harness, YamlParts, render_yaml, stop, wait_handled};
-use thadam_iceberg::config::{Config, SnapshotRetention};
+use common::{Harness, stop, wait_handled};
+use thadam_iceberg::config::SnapshotRetention;
 use thadam_iceberg::testing::{
     BeforeAppend, Hooks, ReadySegment, SEGMENT_IDS, SegmentId, TableName, decode_ids,
 };
@@ -628,42 +627,6 @@ fn cut_off(open: &tokio::sync::watch::Receiver<bool>) -> Tuning {
         },
         ..Tuning::default()
     }
-}
-
-/// The standalone runner for `node`, with `extra` keys in its sink (YAML, six spaces deep).
-fn runner(h: &Harness, node: &Node, extra: &str) -> std::process::Child {
-    let yaml = render_yaml(&YamlParts {
-        dir: node.dir.path(),
-        unsigned: "signed",
-        datasets: &[DATASET],
-        pipeline: &h.pipeline,
-        bucket: &h.env.bucket,
-        prefix: &h.prefix,
-        catalog_uri: &h.env.catalog_uri,
-        namespace: &h.namespace.join("."),
-        create_table: true,
-        s3_endpoint: &h.env.s3_endpoint,
-        extra_iceberg_yaml: extra,
-    });
-    let config = Config::from_yaml_str(&yaml, node.dir.path())
-        .expect("valid")
-        .registrars
-        .remove(0);
-    assert_eq!(
-        config.source.catalog, node.config.source.catalog,
-        "the runner reads the node's own log"
-    );
-    let path = node.dir.path().join("thadam.yaml");
-    std::fs::write(&path, yaml).expect("config");
-    let log = std::fs::File::create(node.dir.path().join("runner.log")).expect("log");
-    Command::new(common::example_binary("registrar"))
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "warn,thadam_iceberg=info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("runner starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -69,6 +69,9 @@ WARMUP_PREFIX = "w-"  # segment ids of the warm-up segments; load segments are n
 REGISTERED = "thadam_iceberg_segments_registered_total"
 BACKLOG = "thadam_iceberg_backlog_segments"
 COMMITS = "thadam_iceberg_commits_total"
+# --kill-committer: the latencies reported around the kill are of segments uploaded within this
+# long of it, either side.
+KILL_WINDOW_S = 30.0
 OUTCOMES = ("ok", "conflict", "unknown_state", "failed", "fatal")
 WINDOW = "thadam_iceberg_commit_window_seconds"
 PHASES = "thadam_iceberg_commit_phase_seconds"
@@ -585,7 +588,7 @@ def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
 
 
 def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool,
-            rival_ok: int | None) -> dict:
+            rival_ok: int | None, kill_at: float | None = None) -> dict:
     """Latencies, achieved rate, exactly once, snapshots and orphans from the table as it is."""
     bucket = os.environ["THADAM_TEST_BUCKET"]
     records = [r for p in logs for r in bench.uploaded(str(p))]
@@ -597,6 +600,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         ever = snapshots_ever(table)
         stamps.update({sid: ts for sid, (ts, _) in ever.items()})
     latencies: list[float] = []
+    around_kill: list[float] = []
     per_node: dict[str, list[float]] = {}
     in_window = unregistered = 0
     for r in records:
@@ -609,10 +613,24 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         ts = stamps[sid]
         lat = ts - r["uploaded_at_ms"]
         latencies.append(lat)
+        if kill_at is not None and abs(r["uploaded_at_ms"] / 1000 - kill_at) <= KILL_WINDOW_S:
+            around_kill.append(lat)
         per_node.setdefault(r["segment_id"].split("-", 1)[0], []).append(lat)
         if 1000 * t0 <= ts <= 1000 * window_end:
             in_window += 1
     latencies.sort()
+    around_kill.sort()
+    kill = None
+    if kill_at is not None:
+        # The longest the table went without a registrar's snapshot in the minute after the kill.
+        after_kill = sorted(ts / 1000 for ts in stamps.values() if kill_at <= ts / 1000
+                            <= kill_at + 2 * KILL_WINDOW_S)
+        edges = [kill_at, *after_kill]
+        kill = {"segments": len(around_kill),
+                "p50": bench.percentile(around_kill, 50) if around_kill else None,
+                "p99": bench.percentile(around_kill, 99) if around_kill else None,
+                "max": around_kill[-1] if around_kill else None,
+                "longest_gap_s": max((b - a for a, b in zip(edges, edges[1:])), default=None)}
     node_p99 = sorted(bench.percentile(sorted(v), 99) for v in per_node.values())
 
     # Exactly once, from pyiceberg's own reading of the current snapshot's data files.
@@ -662,6 +680,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         "snapshots_since_t0": {"registrar": len(ours) + expired,
                                "others": len(snaps) - len(ours)},
         "registrar_snapshots_in_window": live_in_window + expired_in_window,
+        "around_kill": kill,
         "orphans": orphans(table, ever),
     }
 
@@ -766,6 +785,20 @@ def leftover_problems(mode: str, left: dict[str, int], orphan: dict,
                         f"{orphan['orphan_manifests']} manifest(s) no snapshot names ("
                         + ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") + ")")
     return problems
+
+
+def kill_committer(regs: list[Registrar], before: list[dict], names: list[str]) -> dict:
+    """SIGKILLs the fleet's committer, the runner with the most landed commits since `before`
+    (the sole committer makes nearly all of them): which one, and when."""
+    now = scrape(regs)
+    landed = [delta(a, b, f"{COMMITS}:ok") for a, b in zip(now, before)]
+    k = max(range(len(regs)), key=lambda i: landed[i])
+    os.kill(regs[k].pid, signal.SIGKILL)
+    regs[k].proc.wait()
+    log(f"  SIGKILL to {names[k]} (pid {regs[k].pid}), the committer: {landed[k]:.0f} of "
+        f"{sum(landed):.0f} commits landed")
+    return {"node": k, "name": names[k], "killed": time.time(),
+            "share": landed[k] / sum(landed) if sum(landed) else None}
 
 
 def cmd_run(args) -> dict:
@@ -886,9 +919,26 @@ def cmd_run(args) -> dict:
         log(f"load: {n} node(s) x {args.rate:g} seg/s for {args.seconds} s"
             + (f", rivals {args.rivals:g} commits/s" if rivals else ""))
         feeding = lambda: any(f.proc.poll() is None for f in feeders)  # noqa: E731
+        kill = {"at": t0 + args.kill_committer} if args.kill_committer else None
         while feeding():
-            time.sleep(min(5.0, max(0.2, window_end - time.time())))
-            if feeding():
+            step = min(5.0, max(0.2, window_end - time.time()))
+            if kill:
+                due = kill.get("back_at", kill["at"])
+                step = min(step, max(0.05, due - time.time()))
+            time.sleep(step)
+            if kill and "node" not in kill and time.time() >= kill["at"]:
+                kill.update(kill_committer(regs, before, names))
+                kill["back_at"] = kill["at"] + args.restart_after
+            elif kill and "node" in kill and "back" not in kill \
+                    and time.time() >= kill["back_at"]:
+                k = kill["node"]
+                regs[k] = Registrar(args.registrar, str(configs[k]), args.table,
+                                    state / f"{names[k]}-registrar-back.log", [])
+                (pids / f"{names[k]}-back.pid").write_text(f"{regs[k].pid}\n")
+                before[k], reg_cpu0[k] = {}, 0.0
+                kill["back"] = time.time()
+                log(f"  {time.time() - t0:5.1f} s: {names[k]} restarted")
+            elif feeding():
                 done = sum(handled(a, b) for a, b in zip(scrape(regs), before))
                 log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
         parts = [f.finish() for f in feeders]
@@ -982,7 +1032,9 @@ def cmd_run(args) -> dict:
             "exit_codes": codes,
             "store_requests": store_request_figures(last, before),
             **analyse(table, logs + (warm_logs if maker else []), t0, window_end, drained,
-                      rival_ok),
+                      rival_ok, kill["at"] if kill else None),
+            "kill": {k: v for k, v in kill.items()} if kill else None,
+            "kill_after_s": args.kill_committer,
             "started_together": bool(maker),
         }
         if any(codes):
@@ -1172,6 +1224,24 @@ def cmd_report(args) -> int:
         print()
         print(markdown(["N", *DETAIL_HEADERS], details))
         print()
+        killed = [r for r in fleet if r.get("kill") and r["kill"].get("node") is not None]
+        if killed:
+            print("The committer killed (`--kill-committer`): segments uploaded within 30 s of "
+                  "the kill, either side; the longest the table went without a snapshot in the "
+                  "minute after it.")
+            print()
+            rows = []
+            for r in killed:
+                k, a = r["kill"], r.get("around_kill") or {}
+                share = f"{100 * k['share']:.0f}%" if k.get("share") is not None else "–"
+                rows.append([r["nodes"], f"{k['name']} ({share} of the commits)",
+                             f"{k['killed'] - k['at'] + r['kill_after_s']:.1f} s",
+                             a.get("segments", 0),
+                             f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
+                             f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"])
+            print(markdown(["N", "killed", "into the window", "segments around it",
+                            "upload → snapshot p50 / p99 / max", "longest gap"], rows))
+            print()
         counted = [r for r in fleet if r.get("store_requests")]
         if counted:
             print("S3 requests per registered segment, by kind (thadam_iceberg_store_requests_"
@@ -1263,6 +1333,10 @@ def main() -> None:
     r.add_argument("--fronts", help="fault fronts, kind=URL,... (contention.sh --faults)")
     r.add_argument("--front-pids", help="their pids, kind=PID,...")
     r.add_argument("--fault-seed", type=int, help="the fronts' seed (only reported)")
+    r.add_argument("--kill-committer", type=float, metavar="S",
+                   help="SIGKILL the committer S seconds into the load window")
+    r.add_argument("--restart-after", type=float, default=20.0,
+                   help="with --kill-committer: restart it this many seconds after the kill")
     r.add_argument("--together", metavar="MAKER",
                    help="no warm-up: the table is made by MAKER (a config of its own, intents "
                         "off), and the runners meet the load without having committed")

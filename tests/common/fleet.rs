@@ -3,14 +3,15 @@
 //! and nothing of the fleet's is left behind.
 
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use object_store::path::Path as ObjectPath;
-use thadam_iceberg::config::RegistrarConfig;
+use thadam_iceberg::config::{Config, RegistrarConfig};
 use thadam_iceberg::protocol::segment_log::{SegmentLogTail, SegmentLogWriter};
 use thadam_iceberg::{Registrar, RegistrarHandle, RegistrarStatus, Tuning};
 
-use super::{Harness, assert_exactly_once, demo, stop, wait_handled};
+use super::{Harness, YamlParts, assert_exactly_once, demo, render_yaml, stop, wait_handled};
 
 pub const DATASET: &str = "telemetry";
 pub const ROWS: u64 = 5;
@@ -247,4 +248,40 @@ pub async fn orphan_manifests(h: &Harness, table: &iceberg::table::Table) -> Vec
         .into_iter()
         .filter(|p| p.ends_with(".avro") && !p.contains("/snap-") && !named.contains(p))
         .collect()
+}
+
+/// The standalone runner for `node`, with `extra` keys in its sink (YAML, six spaces deep).
+pub fn runner(h: &Harness, node: &Node, extra: &str) -> std::process::Child {
+    let yaml = render_yaml(&YamlParts {
+        dir: node.dir.path(),
+        unsigned: "signed",
+        datasets: &[DATASET],
+        pipeline: &h.pipeline,
+        bucket: &h.env.bucket,
+        prefix: &h.prefix,
+        catalog_uri: &h.env.catalog_uri,
+        namespace: &h.namespace.join("."),
+        create_table: true,
+        s3_endpoint: &h.env.s3_endpoint,
+        extra_iceberg_yaml: extra,
+    });
+    let config = Config::from_yaml_str(&yaml, node.dir.path())
+        .expect("valid")
+        .registrars
+        .remove(0);
+    assert_eq!(
+        config.source.catalog, node.config.source.catalog,
+        "the runner reads the node's own log"
+    );
+    let path = node.dir.path().join("thadam.yaml");
+    std::fs::write(&path, yaml).expect("config");
+    let log = std::fs::File::create(node.dir.path().join("runner.log")).expect("log");
+    Command::new(super::example_binary("registrar"))
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "warn,thadam_iceberg=info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("runner starts")
 }

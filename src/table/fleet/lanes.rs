@@ -55,6 +55,15 @@ const ALL_TAKE_TURNS: usize = 8;
 /// nodes against 6 at 32).
 pub(crate) const SOLE_CADENCE_MS: u64 = 200;
 
+/// How long the fleet's deputy ([`Fleet::is_deputy`]) leaves between its own attempts: a few
+/// of the sole committer's cycles (1-3 s jittered), so that a committer that stops is replaced
+/// within seconds; while the committer is seen carrying, the deputy's patience with it is
+/// four of these ([`patience_ms`](super::slots::patience_ms)), so a slow committer is not
+/// raced. One node loading every few seconds costs the catalog little.
+pub(crate) const DEPUTY_FALLBACK_MS: u64 = 2_000;
+/// A lane counts for the deputy only while it was seen at work within this long.
+const DEPUTY_SEEN_MS: i64 = 10_000;
+
 /// Registrars sharing a table, as this committer has seen them in the table's snapshots, and its
 /// own lane: with two or more lanes present, they take turns on one grid of slots (see the
 /// module's doc).
@@ -396,6 +405,27 @@ impl Fleet {
             .collect()
     }
 
+    /// Whether this lane is the fleet's deputy: the lowest of `present` that is not among the
+    /// `committers` and was seen at work lately ([`DEPUTY_SEEN_MS`]: its intents carried, or a
+    /// commit of its own), as every node sees the same snapshots. The deputy attempts every
+    /// [`DEPUTY_FALLBACK_MS`] rather than every fallback, so that when the committer dies (or
+    /// stalls) one node commits what waits, carrying everyone's, within seconds rather than
+    /// the 16 s fallback of a 128-node fleet; once the dead committer leaves the lane memory,
+    /// the deputy ranks lowest and takes its place. A lane seen only in snapshots long ago (a
+    /// node gone) cannot be the deputy, so the role passes on too.
+    fn is_deputy(&self, present: &[(&str, u64)], committers: &[&str], now_ms: i64) -> bool {
+        present
+            .iter()
+            .map(|(lane, _)| *lane)
+            .filter(|lane| !committers.contains(lane))
+            .find(|lane| {
+                self.lanes
+                    .get(*lane)
+                    .is_some_and(|seen| now_ms.saturating_sub(seen.at) <= DEPUTY_SEEN_MS)
+            })
+            .is_some_and(|lane| lane == self.own || self.same_log.contains(lane))
+    }
+
     /// What this lane does now (see [`Turn`]). Only the lowest lanes (by id) take turns when
     /// the fleet carries intents (one, [`COMMITTERS`]): every node then agrees on who commits
     /// from a few lanes rather than from all of them (a node's view of the lanes is as fresh as
@@ -426,9 +456,17 @@ impl Fleet {
             })
             .map(|(rank, _)| next_slot(now_ms, slot, lanes, rank))
             .min()
-            .map_or(
-                Turn::Carried {
-                    fallback: fallback_ms(slot, present.len(), lanes),
+            .map_or_else(
+                || {
+                    let committers = &ranked[..lanes.min(ranked.len())];
+                    let fallback = fallback_ms(slot, present.len(), lanes);
+                    Turn::Carried {
+                        fallback: if self.is_deputy(&present, committers, now_ms) {
+                            fallback.min(DEPUTY_FALLBACK_MS)
+                        } else {
+                            fallback
+                        },
+                    }
                 },
                 |start| {
                     if lanes == 1 {
@@ -539,8 +577,15 @@ mod tests {
         };
         assert_eq!(one("l00").cycle_ms(now), Some(200));
         assert_eq!(one("l00").turn(now), Turn::Sole { slot: 200 });
+        // The next lowest is the deputy (see `is_deputy`).
         assert_eq!(
             one("l01").turn(now),
+            Turn::Carried {
+                fallback: DEPUTY_FALLBACK_MS
+            }
+        );
+        assert_eq!(
+            one("l02").turn(now),
             Turn::Carried {
                 fallback: MIN_FALLBACK_MS
             }
@@ -572,10 +617,14 @@ mod tests {
             );
         }
         // The others publish only, and attempt themselves about once per committer cycle (at
-        // least 5 s).
-        for own in ["l08", "l19"] {
-            assert_eq!(fleet(own).turn(now), Turn::Carried { fallback: 5_000 });
-        }
+        // least 5 s); the lowest of them, the deputy, every 2 s.
+        assert_eq!(fleet("l19").turn(now), Turn::Carried { fallback: 5_000 });
+        assert_eq!(
+            fleet("l08").turn(now),
+            Turn::Carried {
+                fallback: DEPUTY_FALLBACK_MS
+            }
+        );
         let mut slow = fleet("l12");
         slow.observe("l01", now, 1_000, true);
         assert_eq!(
@@ -773,5 +822,42 @@ mod tests {
         let mut g = Fleet::new("a01".into()).carrying();
         g.answered("a00", now);
         assert_eq!(g.turn(later), Turn::Alone);
+    }
+
+    #[test]
+    fn the_lowest_lane_at_work_after_the_committer_is_its_deputy() {
+        let now = 10_000_000;
+        let lanes: Vec<String> = (1..20).map(|i| format!("a{i:02}")).collect();
+        let view = |own: &str, seen_ago: &dyn Fn(&str) -> i64| {
+            let mut f = Fleet::new(own.to_string()).carrying();
+            f.observe("a00", now - 300, 200, true);
+            for lane in &lanes {
+                f.carried(lane, now - seen_ago(lane));
+            }
+            f
+        };
+        let lately = |_: &str| 1_000;
+        let normal = fallback_ms(200, 20, COMMITTERS);
+        assert!(normal > DEPUTY_FALLBACK_MS);
+        assert_eq!(
+            view("a01", &lately).turn(now),
+            Turn::Carried {
+                fallback: DEPUTY_FALLBACK_MS
+            }
+        );
+        assert_eq!(
+            view("a02", &lately).turn(now),
+            Turn::Carried { fallback: normal }
+        );
+        // A deputy not seen at work lately (gone) passes the role on.
+        let gone = |lane: &str| if lane == "a01" { 30_000 } else { 1_000 };
+        assert_eq!(
+            view("a02", &gone).turn(now),
+            Turn::Carried {
+                fallback: DEPUTY_FALLBACK_MS
+            }
+        );
+        // The committer is no deputy.
+        assert!(matches!(view("a00", &lately).turn(now), Turn::Sole { .. }));
     }
 }
