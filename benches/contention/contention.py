@@ -794,7 +794,6 @@ def kill_committer(regs: list[Registrar], before: list[dict], names: list[str]) 
     landed = [delta(a, b, f"{COMMITS}:ok") for a, b in zip(now, before)]
     k = max(range(len(regs)), key=lambda i: landed[i])
     os.kill(regs[k].pid, signal.SIGKILL)
-    regs[k].proc.wait()
     log(f"  SIGKILL to {names[k]} (pid {regs[k].pid}), the committer: {landed[k]:.0f} of "
         f"{sum(landed):.0f} commits landed")
     return {"node": k, "name": names[k], "killed": time.time(),
@@ -932,6 +931,7 @@ def cmd_run(args) -> dict:
             elif kill and "node" in kill and "back" not in kill \
                     and time.time() >= kill["back_at"]:
                 k = kill["node"]
+                regs[k].alive()  # reaps it
                 regs[k] = Registrar(args.registrar, str(configs[k]), args.table,
                                     state / f"{names[k]}-registrar-back.log", [])
                 (pids / f"{names[k]}-back.pid").write_text(f"{regs[k].pid}\n")
@@ -939,7 +939,10 @@ def cmd_run(args) -> dict:
                 kill["back"] = time.time()
                 log(f"  {time.time() - t0:5.1f} s: {names[k]} restarted")
             elif feeding():
-                done = sum(handled(a, b) for a, b in zip(scrape(regs), before))
+                down = kill["node"] if kill and "node" in kill and "back" not in kill else None
+                live = [i for i in range(n) if i != down]
+                done = sum(handled(a, before[i])
+                           for i, a in zip(live, scrape([regs[i] for i in live])))
                 log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
         parts = [f.finish() for f in feeders]
         fed = {"t0": parts[0]["t0"], "ended": max(p["ended"] for p in parts),
