@@ -374,7 +374,8 @@ impl Fleet {
     /// While no lane is seen committing (a fleet started together, after its roll call), the
     /// lanes that answered the roll call rank instead: every node that listed the same intents
     /// picks the same committer before anyone commits. A lane that commits outranks them all,
-    /// so a claim by a forged intent lasts only until some node commits (its fallback).
+    /// so a claim by a forged key lasts only until the deputy commits (see
+    /// [`Fleet::is_deputy`]).
     fn committers_among<'a>(
         &self,
         present: &[(&'a str, u64)],

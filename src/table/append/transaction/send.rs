@@ -123,7 +123,7 @@ impl BatchCommit {
             record_phase(name, "answer", asked.elapsed());
             answer
         };
-        let warm = read_ahead_while_asked(&mut self.intents, warms, env, sent);
+        let warm = read_ahead_while_asked(&mut self.intents, warms, env, sent.base.metadata());
         tokio::select! {
             (a, ()) = async { tokio::join!(commit, warm) } => Ok(a),
             _ = shutdown.requested() => Err(Error::cancelled()),

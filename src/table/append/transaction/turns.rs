@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
+use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 
 use std::collections::HashSet;
 
-use super::send::Sent;
 use super::{Attempt, BatchCommit, Outcome, Schemas};
 use crate::protocol::messages::SchemaReconciled;
 use crate::protocol::segment::UploadedSegment;
@@ -20,6 +20,7 @@ use crate::table::data_files::ReadySegment;
 use crate::table::env::Env;
 use crate::table::fleet::intents::MarkRaise;
 use crate::table::fleet::intents::{Carried, Intents};
+use crate::table::fleet::roll_call;
 use crate::table::held::HeldTable;
 
 impl BatchCommit {
@@ -68,20 +69,14 @@ impl BatchCommit {
         batch: &[ReadySegment],
     ) -> Option<Outcome> {
         if self.pacer.roll_pending() {
-            let lanes = match held.table().cloned() {
+            let lanes = match held.table() {
                 Some(table) => {
-                    let own_log = batch.first().and_then(|r| r.segment.catalog_id.as_deref());
-                    self.intents
-                        .roll_call(
-                            env.store,
-                            &env.config.url,
-                            &table,
-                            env.config.commit.max_segments,
-                            &|id: &SegmentId| held.holds_id(id),
-                            env.now_ms(),
-                            own_log,
-                        )
-                        .await
+                    let uuid = table.metadata().uuid().to_string();
+                    let listed = self
+                        .intents
+                        .roll_call(env.store, &env.config.url, &uuid)
+                        .await;
+                    roll_call::answered(&listed)
                 }
                 None => Vec::new(),
             };
@@ -495,23 +490,18 @@ impl BatchCommit {
     }
 }
 
-/// While the catalog answers `sent`: reads the intents published meanwhile (see
+/// While the catalog answers a commit built on `base`: reads the intents published meanwhile (see
 /// [`BatchCommit::reads_ahead_while_asked`]), when `warms`. A function of the intents alone, so
 /// that it runs beside the commit, which borrows the rest of the transaction.
 pub(super) async fn read_ahead_while_asked(
     intents: &mut Intents,
     warms: bool,
     env: Env<'_>,
-    sent: &Sent,
+    base: &TableMetadata,
 ) {
     if warms {
         intents
-            .warm(
-                env.store,
-                &env.config.url,
-                sent.base.metadata(),
-                env.now_ms(),
-            )
+            .warm(env.store, &env.config.url, base, env.now_ms())
             .await;
     }
 }

@@ -12,7 +12,7 @@ use iceberg::spec::TableMetadata;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use super::{Candidate, DONE_MANIFEST_CHECKS};
+use super::record::Intent;
 use crate::table::committed::{SegmentId, lists_id};
 use crate::table::summary_keys::{INTENTS_COPIED, SEGMENT_IDS};
 
@@ -141,20 +141,20 @@ pub(super) fn consumed_by_copy(metadata: &TableMetadata, ids: &[SegmentId]) -> b
     found
 }
 
-/// The deletes of the `done` intents of `candidates`: their keys, and their manifests where no
-/// snapshot can name them. Only the first [`DONE_MANIFEST_CHECKS`](super::DONE_MANIFEST_CHECKS) that name a manifest are
-/// checked; the others that do are left (key and manifest) for a later commit.
-pub(super) fn done_deletes(
+/// The deletes of `done` intents (key and intent): their keys, and their manifests where no
+/// snapshot can name them. Only the first `max_checks` that name a manifest are checked (each
+/// check reads every snapshot summary); the others that do are left (key and manifest) for a
+/// later commit.
+pub(super) fn done_deletes<'a>(
     metadata: &TableMetadata,
-    candidates: &[Candidate],
-    done: Vec<usize>,
+    done: impl Iterator<Item = (&'a ObjectPath, &'a Intent)>,
+    max_checks: usize,
 ) -> Deletes {
     let mut deletes = Deletes::default();
     let mut checks = 0;
-    for i in done {
-        let (key, intent, _) = &candidates[i];
+    for (key, intent) in done {
         if let Some(path) = intent.record.manifest_path() {
-            if checks == DONE_MANIFEST_CHECKS {
+            if checks == max_checks {
                 continue;
             }
             checks += 1;

@@ -66,9 +66,6 @@ pub(super) type Listed = Vec<(ObjectPath, Arc<Intent>)>;
 #[derive(Debug, Default)]
 pub(super) struct Listing {
     pub intents: Listed,
-    /// When the store took each of `intents` (ms since the epoch, the store's clock), in the
-    /// same order: the roll call's answers (see `fleet::roll_call`).
-    pub stored_ms: Vec<i64>,
     pub aged_out: Vec<ObjectPath>,
 }
 
@@ -255,12 +252,39 @@ impl Memory {
                     None => continue,
                 },
             };
-            listing
-                .stored_ms
-                .push(meta.last_modified.timestamp_millis());
             listing.intents.push((meta.location, intent));
         }
         listing
+    }
+}
+
+/// The publishers' lanes of the intents under `dir`, from their keys (`<lane>-<seq>-<id>.json`),
+/// each with when the store took it (ms, the store's clock): the roll call's answers (see
+/// `fleet::roll_call`). Names only, up to [`LIST_BUDGET`] keys: a fleet of N nodes calling the
+/// roll at once would read N² intents otherwise.
+pub(super) async fn lanes_under(
+    store: &Arc<dyn ObjectStore>,
+    dir: &ObjectPath,
+    table: &str,
+) -> Vec<(String, i64)> {
+    match store
+        .list(Some(dir))
+        .take(LIST_BUDGET)
+        .try_collect::<Vec<_>>()
+        .await
+    {
+        Ok(metas) => metas
+            .iter()
+            .filter_map(|meta| {
+                let name = meta.location.filename()?;
+                let lane = name.split('-').next()?;
+                Some((lane.to_string(), meta.last_modified.timestamp_millis()))
+            })
+            .collect(),
+        Err(e) => {
+            list_failed(&e, dir, table);
+            Vec::new()
+        }
     }
 }
 

@@ -473,38 +473,21 @@ impl Intents {
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
         now_ms: i64,
     ) {
-        let (uuid, listed, loaded, _) = self
+        let (uuid, listed, loaded) = self
             .list_and_read(store, url, table, budget, holds, now_ms)
             .await;
         self.prefetched = Some((uuid, Instant::now(), listed, loaded));
     }
 
-    /// Lists the intents and reads ahead as [`Self::prefetch`] does, for a roll call (see
-    /// `fleet::roll_call`): the lanes that answered it, of logs other than `own_log`.
-    #[allow(clippy::too_many_arguments)]
+    /// The publishers' lanes of the table's intents, each with when the store took it, for a
+    /// roll call (see `fleet::roll_call`): names only, nothing read.
     pub(crate) async fn roll_call(
-        &mut self,
+        &self,
         store: &Arc<dyn ObjectStore>,
         url: &crate::config::TableRoot,
-        table: &Table,
-        budget: usize,
-        holds: &(dyn Fn(&SegmentId) -> bool + Sync),
-        now_ms: i64,
-        own_log: Option<&str>,
-    ) -> Vec<String> {
-        let (uuid, listed, loaded, stored_ms) = self
-            .list_and_read(store, url, table, budget, holds, now_ms)
-            .await;
-        let stamps: Vec<(String, Option<String>, i64)> = listed
-            .iter()
-            .zip(stored_ms)
-            .map(|((_, intent), at)| {
-                let record = &intent.record;
-                (record.lane.clone(), record.log().map(str::to_string), at)
-            })
-            .collect();
-        self.prefetched = Some((uuid, Instant::now(), listed, loaded));
-        crate::table::fleet::roll_call::answered(&stamps, own_log)
+        table_uuid: &str,
+    ) -> Vec<(String, i64)> {
+        listing::lanes_under(store, &intent_dir(url, table_uuid), &self.table).await
     }
 
     /// Lists the intents, reads the manifests of those the next commit will carry first, and
@@ -517,7 +500,7 @@ impl Intents {
         budget: usize,
         holds: &(dyn Fn(&SegmentId) -> bool + Sync),
         now_ms: i64,
-    ) -> (String, Listed, Loaded, Vec<i64>) {
+    ) -> (String, Listed, Loaded) {
         let metadata = table.metadata();
         let scope = Scope::of(url, metadata, self.key.as_ref());
         let uuid = scope.uuid.clone();
@@ -547,7 +530,7 @@ impl Intents {
         }
         self.age_out(listing.aged_out);
         self.note_table(store, url, &uuid).await;
-        (uuid, listing.intents, loaded, listing.stored_ms)
+        (uuid, listing.intents, loaded)
     }
 
     /// Reads the fleet's new intents into memory, choosing none: the fleet's committer does this
@@ -627,7 +610,11 @@ impl Intents {
             withdrawn = carried.withdrawn.len(),
             "gathered the fleet's intents"
         );
-        self.queue(done_deletes(metadata, &candidates, done));
+        let done = done.into_iter().map(|i| {
+            let (key, intent, _) = &candidates[i];
+            (key, intent.as_ref())
+        });
+        self.queue(done_deletes(metadata, done, DONE_MANIFEST_CHECKS));
         self.flush(store, table);
         carried
     }
@@ -653,7 +640,7 @@ impl Intents {
                 (listed, loaded)
             }
             _ => {
-                let (_, listed, loaded, _) = self
+                let (_, listed, loaded) = self
                     .list_and_read(store, url, table, budget, holds, now_ms)
                     .await;
                 (listed, loaded)
