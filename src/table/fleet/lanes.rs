@@ -205,30 +205,23 @@ impl Fleet {
     /// is present (it publishes), the slot it needs is what it last published itself (and
     /// counts only while that commit is recent, see [`slot_memory_ms`]).
     pub(crate) fn carried(&mut self, lane: &str, at_ms: i64) {
-        if let Some(seen) = self.lanes.get_mut(lane) {
-            seen.at = seen.at.max(at_ms);
-            return;
-        }
-        self.insert(
-            lane,
-            Seen {
-                at: at_ms,
-                slot: 0,
-                slot_at: at_ms,
-                committed: None,
-                carries: true,
-                answered: None,
-            },
-        );
+        self.publishing(lane, at_ms, false);
     }
 
     /// Notes that `lane` answered a roll call at `at_ms` (this node's clock, when it listed the
     /// intents): present, and a committer while no lane is seen committing (see
     /// [`Fleet::turn`]).
     pub(crate) fn answered(&mut self, lane: &str, at_ms: i64) {
+        self.publishing(lane, at_ms, true);
+    }
+
+    /// Notes that `lane` was seen publishing at `at_ms` (an intent of it carried, or, with
+    /// `answered`, in a roll call): present, its slot and commits as its own commits told.
+    fn publishing(&mut self, lane: &str, at_ms: i64, answered: bool) {
+        let answer = answered.then_some(at_ms);
         if let Some(seen) = self.lanes.get_mut(lane) {
             seen.at = seen.at.max(at_ms);
-            seen.answered = Some(seen.answered.map_or(at_ms, |a| a.max(at_ms)));
+            seen.answered = seen.answered.max(answer);
             return;
         }
         self.insert(
@@ -239,7 +232,7 @@ impl Fleet {
                 slot_at: at_ms,
                 committed: None,
                 carries: true,
-                answered: Some(at_ms),
+                answered: answer,
             },
         );
     }
