@@ -159,8 +159,9 @@ impl Registrar {
         build_info::publish();
         crate::runtime::retry::announce_server_error_counters();
         crate::io::requests::announce_store_request_counters();
+        crate::catalog::rest::announce_catalog_request_counters();
         let (trigger, shutdown) = shutdown::channel();
-        let mut store = crate::io::store::object_store(&config.store, &config.url.bucket)?;
+        let mut store = crate::io::store::shared_object_store(&config.store, &config.url.bucket)?;
         if let Some(wrap) = &tuning.hooks.wrap_store {
             store = wrap(store);
         }

@@ -4,10 +4,19 @@
 //! One client serves the catalog reads, the commits, the schema commits and the token exchange,
 //! so they all present the same certificate and trust the same CAs. S3 (footer reads and
 //! iceberg's FileIO) has its own client, object_store's (`io::store`).
+//!
+//! The registrars of one process share a client when they trust the same roots and present the
+//! same identity (the certificates' and the key's bytes, not their paths, so that a rotated
+//! file gets a new client): a host embedding many registrars (a fleet simulated in one process,
+//! many tables) paid the parsed roots (~80 KB), a TLS session cache and a pool of idle
+//! connections, each with a read buffer as large as the largest table it loaded, per registrar.
+//! Requests are the same either way; tokens and signatures are added per request.
 
+use std::collections::VecDeque;
 use std::fs;
 use std::io::BufReader;
 use std::path::Path;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use rustls::RootCertStore;
@@ -32,17 +41,83 @@ pub struct TlsSettings<'a> {
     pub client_key: Option<&'a Path>,
 }
 
-/// Builds the catalog HTTP client. Errors are `config.invalid` naming the file at fault.
+/// How many distinct catalog clients a process keeps for its registrars to share (a host's
+/// catalogs, and one rotation of each one's certificates).
+const SHARED_CLIENTS: usize = 16;
+
+/// A built client, by the digest of what it trusts and presents (see [`digest_of`]).
+type SharedClient = ([u8; 32], reqwest::Client);
+
+/// The process's catalog clients, least recently used first.
+static SHARED: LazyLock<Mutex<VecDeque<SharedClient>>> = LazyLock::new(Mutex::default);
+
+/// The catalog HTTP client for `tls`: the one this process built before for the same roots and
+/// identity (see the module docs), or a new one. Errors are `config.invalid` naming the file at
+/// fault.
 pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
     install_crypto_provider();
     let roots = match tls.ca_file {
-        Some(path) => roots_from_file(path)?,
-        None => platform_roots(),
+        Some(path) => read_certs(path)?,
+        None => platform_certs(),
+    };
+    let identity = match (tls.client_cert, tls.client_key) {
+        (Some(cert), Some(key)) => Some((read_certs(cert)?, read_key(key)?)),
+        _ => None,
+    };
+    let digest = digest_of(&roots, identity.as_ref());
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = shared.iter().position(|(d, _)| *d == digest)
+        && let Some(hit) = shared.remove(at)
+    {
+        let client = hit.1.clone();
+        shared.push_back(hit);
+        return Ok(client);
+    }
+    let client = build_client(tls, roots, identity)?;
+    if shared.len() >= SHARED_CLIENTS {
+        shared.pop_front();
+    }
+    shared.push_back((digest, client.clone()));
+    Ok(client)
+}
+
+/// What tells two clients apart: the roots' and the identity's bytes.
+fn digest_of(
+    roots: &[CertificateDer<'static>],
+    identity: Option<&(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut add = |part: &[u8]| {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    };
+    for cert in roots {
+        add(cert);
+    }
+    add(b"identity");
+    if let Some((certs, key)) = identity {
+        for cert in certs {
+            add(cert);
+        }
+        add(key.secret_der());
+    }
+    hash.finalize().into()
+}
+
+fn build_client(
+    tls: &TlsSettings<'_>,
+    roots: Vec<CertificateDer<'static>>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<reqwest::Client> {
+    let roots = match tls.ca_file {
+        Some(path) => roots_from(path, roots)?,
+        None => platform_roots(roots),
     };
     let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let config = match (tls.client_cert, tls.client_key) {
-        (Some(cert), Some(key)) => builder
-            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
+    let config = match (identity, tls.client_cert) {
+        (Some((certs, key)), Some(cert)) => builder
+            .with_client_auth_cert(certs, key)
             .map_err(|e| {
                 Error::config_invalid(format!(
                     "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
@@ -63,13 +138,18 @@ pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
         })
 }
 
-fn platform_roots() -> RootCertStore {
-    let mut roots = RootCertStore::empty();
+/// The platform's CA certificates, unparsed.
+fn platform_certs() -> Vec<CertificateDer<'static>> {
     let found = rustls_native_certs::load_native_certs();
     for err in &found.errors {
         tracing::warn!("skipping an unreadable platform CA certificate: {err}");
     }
-    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    found.certs
+}
+
+fn platform_roots(certs: Vec<CertificateDer<'static>>) -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    let (added, ignored) = roots.add_parsable_certificates(certs);
     tracing::debug!(
         added,
         ignored,
@@ -78,9 +158,10 @@ fn platform_roots() -> RootCertStore {
     roots
 }
 
-fn roots_from_file(path: &Path) -> Result<RootCertStore> {
+/// The roots of `catalog_ca_file` (`path`), read as `certs`.
+fn roots_from(path: &Path, certs: Vec<CertificateDer<'static>>) -> Result<RootCertStore> {
     let mut roots = RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(read_certs(path)?);
+    let (added, _) = roots.add_parsable_certificates(certs);
     if added == 0 {
         return Err(Error::config_invalid(format!(
             "catalog_ca_file {} holds no usable CA certificate; point it at a PEM bundle of the \
@@ -223,6 +304,42 @@ mod tests {
     use std::io;
 
     use super::*;
+
+    /// How many of the process's shared clients were built for `digest`.
+    fn shared_with(digest: [u8; 32]) -> usize {
+        SHARED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(d, _)| *d == digest)
+            .count()
+    }
+
+    #[test]
+    fn registrars_trusting_the_same_roots_share_a_client_and_a_rotated_file_gets_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca_file = dir.path().join("ca.pem");
+        let write_ca = || {
+            let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_string()])
+                .expect("a certificate");
+            std::fs::write(&ca_file, ca.cert.pem()).expect("written");
+            digest_of(&read_certs(&ca_file).expect("read"), None)
+        };
+        let settings = TlsSettings {
+            ca_file: Some(&ca_file),
+            ..TlsSettings::default()
+        };
+        let first = write_ca();
+        catalog_http_client(&settings).expect("built");
+        catalog_http_client(&settings).expect("shared");
+        assert_eq!(shared_with(first), 1);
+        // The file rotated: the next registrar trusts what it holds now.
+        let rotated = write_ca();
+        assert_ne!(rotated, first);
+        catalog_http_client(&settings).expect("built");
+        assert_eq!(shared_with(rotated), 1);
+        assert_eq!(shared_with(first), 1);
+    }
 
     #[test]
     fn an_unreadable_certificate_file_keeps_the_io_error_as_its_source() {

@@ -125,6 +125,15 @@ pub fn object_store(store: impl Into<S3Store>, bucket: &str) -> Result<Arc<dyn O
     object_store_with(store, bucket, None)
 }
 
+/// [`object_store()`], from the clients the registrars of this process share
+/// ([`crate::io::clients::shared`]): the one a FileIO of the same settings uses too.
+pub(crate) fn shared_object_store(
+    store: impl Into<S3Store>,
+    bucket: &str,
+) -> Result<Arc<dyn ObjectStore>> {
+    crate::io::clients::shared().get(&S3Settings::for_footers(&store.into(), None), bucket)
+}
+
 /// [`object_store`] with object_store's own retry settings replaced (tests: no retries).
 #[doc(hidden)]
 pub fn object_store_with(

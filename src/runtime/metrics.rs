@@ -195,6 +195,15 @@ pub const METRICS: &[MetricDoc] = &[
          a DeleteObjects of up to 1,000 keys, a multipart abort), other.",
     ),
     doc(
+        "thadam_iceberg_catalog_requests_total",
+        Kind::Counter,
+        &["kind"],
+        None,
+        "Requests sent to the REST catalog, each attempt counted, retries included, by kind: \
+         load (GET of a table), commit (POST to a table: an append or a schema change), config \
+         (GET /v1/config), other (namespaces, creations, existence checks, the token exchange).",
+    ),
+    doc(
         "thadam_iceberg_segments_quarantined_total",
         Kind::Counter,
         &["table", "code"],

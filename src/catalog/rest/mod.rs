@@ -31,6 +31,7 @@ use crate::io::clients::S3Clients;
 
 pub use crate::catalog::table_name::TableName;
 use answer::Refs;
+pub(crate) use transport::announce_catalog_request_counters;
 use transport::{
     SendFailure, Transport, error_message, extra_headers, parse_json, read_body, read_json,
     status_error,
@@ -173,7 +174,7 @@ impl RestClient {
                 sigv4: settings.sigv4,
             },
             storage_props: settings.storage_props,
-            s3_clients: Arc::new(S3Clients::default()),
+            s3_clients: crate::io::clients::shared(),
             idempotency_keys: false,
             vended: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),

@@ -171,6 +171,11 @@ impl Transport {
                     .map_err(SendFailure::Fatal)?;
             }
             let target = format!("{method} {}", url.expose().path());
+            metrics::counter!(
+                CATALOG_REQUESTS,
+                "kind" => request_kind(&method, url.expose().path())
+            )
+            .increment(1);
             let response = warn_if_slow(
                 format!("the catalog ({target})"),
                 self.http.execute(request),
@@ -287,6 +292,34 @@ pub(super) fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
         .and_then(|v| parse_retry_after(v, SystemTime::now()))
 }
 
+/// `thadam_iceberg_catalog_requests_total{kind}`: every request sent to the catalog.
+pub(crate) const CATALOG_REQUESTS: &str = "thadam_iceberg_catalog_requests_total";
+
+/// The kinds of [`CATALOG_REQUESTS`].
+pub(crate) const REQUEST_KINDS: [&str; 4] = ["load", "commit", "config", "other"];
+
+/// What a request to `path` is, from its method and the REST spec's paths: a table's `GET` is a
+/// load (`HEAD` is an existence check: other), its `POST` a commit (an append or a schema
+/// change), `GET /v1/config` the handshake; namespaces, creations and the token exchange are
+/// other.
+pub(crate) fn request_kind(method: &Method, path: &str) -> &'static str {
+    let segments: Vec<&str> = path.trim_end_matches('/').rsplit('/').take(3).collect();
+    let on_table = segments.len() == 3 && segments[1] == "tables" && segments[2] != "v1";
+    match (method, on_table) {
+        (&Method::GET, true) => "load",
+        (&Method::POST, true) => "commit",
+        (&Method::GET, false) if path.trim_end_matches('/').ends_with("/v1/config") => "config",
+        _ => "other",
+    }
+}
+
+/// Every kind at 0 when a registrar starts, so that a rate is defined from the first scrape.
+pub(crate) fn announce_catalog_request_counters() {
+    for kind in REQUEST_KINDS {
+        metrics::counter!(CATALOG_REQUESTS, "kind" => kind).increment(0);
+    }
+}
+
 pub(super) async fn read_json<T: DeserializeOwned>(
     response: reqwest::Response,
     what: &str,
@@ -366,6 +399,25 @@ pub(super) async fn status_error(response: reqwest::Response, what: &str) -> Err
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn requests_are_told_apart_by_method_and_path() {
+        use super::request_kind;
+        use reqwest::Method;
+        let table = "/catalog/v1/prefix/namespaces/ns/tables/t";
+        assert_eq!(request_kind(&Method::GET, table), "load");
+        assert_eq!(request_kind(&Method::POST, table), "commit");
+        assert_eq!(request_kind(&Method::HEAD, table), "other");
+        assert_eq!(request_kind(&Method::GET, "/v1/config"), "config");
+        assert_eq!(request_kind(&Method::GET, "/catalog/v1/config/"), "config");
+        // A creation posts to the tables collection; a namespace's name may be "tables".
+        assert_eq!(
+            request_kind(&Method::POST, "/v1/namespaces/ns/tables"),
+            "other"
+        );
+        assert_eq!(request_kind(&Method::GET, "/v1/namespaces/tables"), "other");
+        assert_eq!(request_kind(&Method::POST, "/v1/oauth/tokens"), "other");
+    }
+
     use std::sync::Arc;
 
     use serde::Deserialize;
