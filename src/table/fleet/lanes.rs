@@ -29,6 +29,9 @@ use super::slots::{LANE_MEMORY_CYCLES, fallback_ms, fleet_slot, next_slot, slot_
 /// How long a lane counts as present after its last snapshot, at the least (see
 /// [`Fleet::memory_ms`]).
 pub(crate) const LANE_MEMORY_MS: i64 = 60_000;
+/// A lane counts as present for at least this many of the fleet's fallbacks (see
+/// [`Fleet::memory_ms`]).
+const VIEW_FALLBACKS: i64 = 2;
 /// The most lanes remembered (a bound on memory whatever happens to the table).
 pub(super) const MAX_LANES: usize = 1024;
 /// How many lanes take turns in a fleet of more than [`ALL_TAKE_TURNS`] lanes that carries
@@ -260,8 +263,28 @@ impl Fleet {
     /// rank different sets of lanes, their slots overlap, and the 409s push more commits past
     /// the memory, until the turns break down. Bounded (by [`MAX_LANES`] and
     /// [`MAX_SLOT_MS`](super::slots::MAX_SLOT_MS)), and a node that is gone stops counting after that many cycles.
+    ///
+    /// Nor shorter than [`VIEW_FALLBACKS`] of the fleet's fallbacks: a node that only publishes
+    /// renews its view at its fallback's load, and a view that lapsed before that (the
+    /// fallback, jittered, is up to one and a half of itself) would make it load at every
+    /// attempt instead. Past ~500 nodes the fallback (a second per 8 lanes) outgrows a minute:
+    /// 1,000 nodes in one process loaded the table 100 times a second for 10 s after their
+    /// start, and the committer's commits waited behind the loads (p99 4-6 s).
     pub(crate) fn memory_ms(&self, now_ms: i64) -> i64 {
-        let mut memory = LANE_MEMORY_MS;
+        // The fallbacks first: of the lanes seen within the longest view all the lanes known
+        // could need, so that a view does not lapse for having been taken long ago.
+        let view = |present: &[(&str, u64)]| {
+            let fallback = fallback_ms(
+                fleet_slot(present),
+                present.len(),
+                self.takers(present.len()),
+            );
+            i64::try_from(fallback)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(VIEW_FALLBACKS)
+        };
+        let widest = view(&self.present_within(now_ms, i64::MAX));
+        let mut memory = view(&self.present_within(now_ms, widest)).max(LANE_MEMORY_MS);
         // Each round can only widen the memory (more lanes, a longer cycle); the lanes are
         // finite, so this settles, in practice after one or two rounds.
         for _ in 0..8 {
@@ -269,7 +292,7 @@ impl Fleet {
             let cycle = i64::try_from(fleet_slot(&present))
                 .unwrap_or(i64::MAX)
                 .saturating_mul(i64::try_from(present.len()).unwrap_or(i64::MAX));
-            let wanted = cycle.saturating_mul(LANE_MEMORY_CYCLES).max(LANE_MEMORY_MS);
+            let wanted = cycle.saturating_mul(LANE_MEMORY_CYCLES).max(memory);
             if wanted <= memory {
                 break;
             }
@@ -516,6 +539,28 @@ mod tests {
         let later = now + LANE_MEMORY_MS + 5_000;
         a.observe("a", later, 100, true);
         assert_eq!(a.next_start(later), None);
+    }
+
+    #[test]
+    fn a_publishers_view_of_a_thousand_nodes_lasts_until_its_fallback() {
+        let now = 10_000_000;
+        // What a node of 1,000 that only publishes sees at a load: the committer at work, and
+        // the lanes whose intents it carried over the last minute.
+        let mut f = Fleet::new("n0500".into()).carrying();
+        f.observe("n0000", now, 300, true);
+        for i in 1..1_000 {
+            f.publishing(&format!("n{i:04}"), now - (i % 60) * 1_000, false);
+        }
+        let Turn::Carried { fallback } = f.turn(now) else {
+            panic!("a publisher: {:?}", f.turn(now));
+        };
+        assert!(fallback > 100_000, "a second per 8 lanes: {fallback}");
+        assert!(f.memory_ms(now) >= 2 * i64::try_from(fallback).expect("ms"));
+        // Its next fallback comes up to one and a half fallbacks later (jittered): the view
+        // still shows the committer then, so the attempts before it need no load.
+        let later = now + i64::try_from(fallback * 3 / 2).expect("ms");
+        assert_eq!(f.committer(later).as_deref(), Some("n0000"));
+        assert!(matches!(f.turn(later), Turn::Carried { .. }));
     }
 
     #[test]
