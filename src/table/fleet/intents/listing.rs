@@ -32,8 +32,18 @@ const READ_LIMIT: usize = 4_096;
 const READ_BYTES: u64 = 16 << 20;
 /// The most skipped keys remembered (8 bytes each): junk past it is read again at each listing.
 const SKIPPED_LIMIT: usize = 100_000;
-/// How many intents (or manifests) are read at once.
-const READ_CONCURRENCY: usize = 8;
+/// How many intents (or manifests) are read at once: a listing reads at most this many per
+/// round trip to the store, so it bounds what the committer carries from a store far away
+/// (8 at a time with S3 100 ms away was 80 intents a second, less than 128 nodes publish at one
+/// segment a second each, and the fleet never caught up). Each is a small GET.
+const READ_CONCURRENCY: usize = 32;
+/// The most intents one listing reads, the oldest first; the rest wait for the next listing
+/// (each cycle's listing reads on where this one stopped, as the commits take the oldest
+/// first). A commit carries at most `commit.max_segments` (500) segments, so more reads than
+/// that would only wait; unbounded, a listing of a fleet whose intents piled up (128 nodes
+/// with S3 100 ms away, several committing at their start) read thousands each, 8 at a time,
+/// for minutes, and every node that committed read them all.
+pub(crate) const READS_PER_LISTING: usize = 512;
 /// An intent of this release's formats that can never be carried (malformed, foreign, forged,
 /// unsigned: see [`Skip::ages_out`]) is deleted by whoever lists it once the store has held it
 /// this long: long enough for an operator to see the warning and the metric, and for a node
@@ -209,6 +219,8 @@ impl Memory {
                 None => fresh.push(meta.clone()),
             }
         }
+        fresh.sort_by_key(|meta| meta.last_modified);
+        fresh.truncate(READS_PER_LISTING);
         let expect = scope.expect();
         let fetched: Vec<(object_store::ObjectMeta, Option<Result<Intent, Skip>>)> =
             futures::stream::iter(fresh)

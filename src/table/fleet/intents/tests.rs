@@ -6,7 +6,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use super::listing::{AGE_OUT_MS, LIST_BUDGET, Memory, Read, Scope, intent_dir};
+use super::listing::{AGE_OUT_MS, LIST_BUDGET, Memory, READS_PER_LISTING, Read, Scope, intent_dir};
 use super::record::tests::{UUID, partitioned, record};
 use super::signing::IntentKey;
 use super::*;
@@ -98,6 +98,8 @@ async fn junk_that_sorts_first_costs_one_read_and_hides_nothing() {
     f.put("a-1.json", record("a", &["a1"], 1, None).to_bytes())
         .await;
     let mut memory = Memory::default();
+    // At most READS_PER_LISTING reads a listing, the oldest first: the junk takes two.
+    assert!(f.list(&mut memory, None, now_ms()).await.is_empty());
     assert_eq!(f.list(&mut memory, None, now_ms()).await, ["a-1.json"]);
     // Skipped junk is not read again: one that has become a good intent stays unlisted.
     f.put("0-junk-0000.json", record("z", &["z1"], 1, None).to_bytes())
@@ -108,6 +110,31 @@ async fn junk_that_sorts_first_costs_one_read_and_hides_nothing() {
         f.list(&mut memory, None, now_ms()).await,
         ["a-1.json", "b-1.json"]
     );
+}
+
+#[tokio::test]
+async fn a_listing_reads_a_bounded_number_of_intents_the_oldest_first() {
+    let f = fixture();
+    let more = READS_PER_LISTING + 88;
+    // Named so that key order is the reverse of age: the oldest sorts last.
+    for i in 0..more {
+        let lane = format!("{:04}", more - i);
+        f.put(
+            &format!("{lane}-1.json"),
+            record(&lane, &[&lane], 1, None).to_bytes(),
+        )
+        .await;
+    }
+    let mut memory = Memory::default();
+    let first = f.list(&mut memory, None, now_ms()).await;
+    assert_eq!(first.len(), READS_PER_LISTING);
+    // The oldest 512 (the last in key order): a commit takes the oldest first.
+    assert!(
+        first.iter().all(|name| name.as_str() > "0088-1.json"),
+        "{first:?}"
+    );
+    // The next listing reads the rest, and lists all it has read.
+    assert_eq!(f.list(&mut memory, None, now_ms()).await.len(), more);
 }
 
 #[tokio::test]
