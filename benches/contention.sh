@@ -16,7 +16,7 @@
 #                          [--failed-deletes 0.10] [--lost-delete-answers 0.05]
 #                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
 #                         [--catalog-delay D[:J]] [--s3-delay D[:J]] [--delay-seed N]
-#                         [--registrar-bin PATH] [--together]
+#                         [--registrar-bin PATH] [--together] [--in-process]
 #                         [--kill-committer S [--restart-after 20]] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
@@ -97,6 +97,15 @@
 #                   log with commit.intents: false (which then stops, and never ranks as a
 #                   committer), and the runners meet the load without having committed: every
 #                   node's first segments are measured from their upload
+# --in-process      fleet runs: all N nodes in one process (benches/fleet_sim, built with
+#                   `cargo build --release --bench fleet_sim`): each node a registrar started
+#                   through the public API with a ChannelFeed, its own config copy (sink id),
+#                   lane and log id, the node's pipeline in the same process (it ships the
+#                   segments itself, on the feeders' schedule, through its own S3 client); N up
+#                   to 2000. The table is made by a maker as with --together; without
+#                   --together every node then ships and registers one warm-up segment before
+#                   the load. The report adds the process's memory per node. Not with
+#                   --kill-committer.
 # --kill-committer  fleet runs: S seconds into the load window, SIGKILL the committer (the
 #                   runner with the most landed commits) and restart it --restart-after seconds
 #                   later (its log's segments wait for it); the report adds, for the segments
@@ -150,6 +159,7 @@ catalog_delay=""
 s3_delay=""
 delay_seed=""
 together=0
+in_process=0
 kill_committer=""
 restart_after=20
 # The command as typed: arguments with spaces (or empty) in single quotes.
@@ -188,16 +198,19 @@ while (($#)); do
         --s3-delay) s3_delay="$2"; shift 2 ;;
         --delay-seed) delay_seed="$2"; shift 2 ;;
         --together) together=1; shift ;;
+        --in-process) in_process=1; shift ;;
         --kill-committer) kill_committer="$2"; shift 2 ;;
         --restart-after) restart_after="$2"; shift 2 ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
+max_nodes=$((in_process ? 2000 : 256))
 for n in $nodes; do
-    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || ((n > 256)); then
-        die "--nodes: not a whole number in 1..256: $n"
+    if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || ((n > max_nodes)); then
+        die "--nodes: not a whole number in 1..$max_nodes: $n"
     fi
 done
+((in_process == 0 || ${#kill_committer} == 0)) || die "--kill-committer is a fleet of processes' (not with --in-process)"
 for n in "$seconds" "$drain_cap" "$rival_seconds" "$rows" "$rival_rows"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "not a positive whole number: $n"
 done
@@ -322,6 +335,18 @@ contention_start() {
         src="$CARGO_TARGET_DIR/release/examples/registrar"
         registrar_desc+=", release build, $(rustc --version | cut -d' ' -f1-2)"
     fi
+    if ((in_process)); then
+        export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$THADAM_CACHE/target}"
+        log "building the fleet simulator (cargo build --release --bench fleet_sim)"
+        sim_src="$(cargo build --release --locked --bench fleet_sim --message-format=json |
+            "$PY" -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "fleet_sim" and m.get("executable"):
+        print(m["executable"])')"
+        [[ -x "$sim_src" ]] || die "cargo built no fleet_sim executable"
+        sim_desc="benches/fleet_sim of thadam-iceberg $(tree_identity), release build"
+    fi
     busy="$(bench_cpu_busy_pct)"
     if ((busy > 20)); then
         warn "the CPUs are ${busy}% busy before the benchmark starts: other work will distort the figures"
@@ -331,6 +356,10 @@ contention_start() {
     mkdir -p "$R" "$STATE/pids"
     cp "$src" "$STATE/registrar"
     REGISTRAR="$STATE/registrar"
+    if ((in_process)); then
+        cp "$sim_src" "$STATE/fleet_sim"
+        sim_desc+=", sha256 $(sha256sum "$STATE/fleet_sim" | cut -c1-12)"
+    fi
     registrar_desc+=", sha256 $(sha256sum "$REGISTRAR" | cut -c1-12)"
     gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$STATE/crc32c.so" "$GROWTH/crc32c.c"
     CRC_LIB="$STATE/crc32c.so"
@@ -485,10 +514,14 @@ run_driver() {
     local mode="$1" ds="$2" run_rate="$3" run_seconds="$4" run_rivals="$5" out pid names
     local -a fault_args=() together_args=()
     shift 5
-    if ((together)) && [[ "$mode" == fleet ]]; then
+    if ((together || in_process)) && [[ "$mode" == fleet ]]; then
         runner_config "$ds-maker" "$ds" "${extra:+$extra
 }      commit: { intents: false }"
         together_args=(--together "$ds-maker")
+    fi
+    if ((in_process)) && [[ "$mode" == fleet ]]; then
+        together_args+=(--in-process "$STATE/fleet_sim" --sim-nodes "$sim_nodes")
+        ((together)) || together_args+=(--sim-warm-up)
     fi
     if [[ -n "$kill_committer" && "$mode" == fleet ]]; then
         together_args+=(--kill-committer "$kill_committer" --restart-after "$restart_after")
@@ -533,11 +566,13 @@ export BENCH_RETRY="{ initial: 1s, max: 60s, jitter: true }"
 for n in $nodes; do
     ds="$(unique_dataset "f$n")"
     names=()
-    for ((i = 0; i < n; i++)); do
+    # In one process, every node copies one config.
+    for ((i = 0; i < (in_process ? 1 : n); i++)); do
         names+=("$ds-$(printf '%02d' "$i")")
         runner_config "${names[-1]}" "$ds" "$extra"
     done
-    log "fleet: $n runner(s) on bench.$ds, ${rate} seg/s each for ${seconds}s"
+    sim_nodes="$n"
+    log "fleet: $n $( ((in_process)) && echo "nodes in one process" || echo "runner(s)") on bench.$ds, ${rate} seg/s each for ${seconds}s"
     run_driver fleet "$ds" "$rate" "$seconds" 0 "${names[@]}"
 done
 
@@ -554,9 +589,15 @@ echo "## Contention: registrars sharing one table"
 echo
 bench_machine_info | grep -v '^| registrar |'
 echo "| registrar | $registrar_desc |"
+((in_process == 0)) || echo "| fleet | in one process: $sim_desc; every node a registrar (Registrar::builder + ChannelFeed) in one tokio runtime (2 worker threads), its segments shipped by the same process |"
 echo "| runners | benches/common.sh bench_config: create_table: true, default commit settings (max_segments 500, max_bytes 1GiB, linger 0s, min_interval 0s), retry the sink's default { initial: 1s, max: 60s }, snapshot retention $retention; --metrics-addr 127.0.0.1:0 |"
 delay_row
-echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 by feeder processes (one per 32 nodes, connections opened before the window), then recorded; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
+if ((in_process)); then
+    shipped_by="by the simulator's own pipelines (one S3 client, straight to the server), then fed to each node's ChannelFeed"
+else
+    shipped_by="by feeder processes (one per 32 nodes, connections opened before the window), then recorded"
+fi
+echo "| segments | ${rows} rows each (zstd Parquet, the demo's telemetry schema, field IDs 1–7), PUT through S3 $shipped_by; keys \`lake/thadam/v1/bench/<table>/data/n<node>-<i>.parquet\`; drain cap ${drain_cap}s |"
 if ((faults)); then
     echo "| faults | fronts on 127.0.0.1 between the runners and the servers (benches/contention/fronts.py), seed $fault_seed: S3 intent PUTs' answers lost $lost_intent_puts, deletes (DELETE, bulk) answered 500 unforwarded $failed_deletes, their answers lost $lost_delete_answers; catalog commits' answers lost $lost_commit_answers (answers lost only when 2xx); cleanup cap ${cleanup_cap}s after the drain |"
 fi

@@ -62,6 +62,8 @@ from common import (REGISTERED_INCLUDES_CARRIED, Registrar, bench, log, markdown
                     requests_per_segment, store_requests)
 from seglog import Crc32c, LogAppender  # noqa: E402
 
+import in_process  # noqa: E402  (beside this file)
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARMUP_PREFIX = "w-"  # segment ids of the warm-up segments; load segments are n<node>-<i>
 
@@ -87,6 +89,8 @@ SKIPPED = "thadam_iceberg_intents_skipped_total"
 # reconciling load finds the node's own landed commit, and counts its segments here, not in
 # REGISTERED.
 DUPLICATES = "thadam_iceberg_duplicates_skipped_total"
+# Requests to the catalog by kind (load, commit, config, other).
+CATALOG_REQUESTS = "thadam_iceberg_catalog_requests_total"
 
 
 # ---- segments --------------------------------------------------------------------------------
@@ -587,11 +591,31 @@ def orphans(table, ever: dict[int, tuple[int, str]] | None) -> dict:
             "orphan_uris": sorted(found)[:50]}
 
 
+def committing_lanes(table, t0: float) -> list:
+    lanes: dict[str, list] = {}
+    for snap in sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms):
+        lane = (snap.summary or {}).get("thadam.lane") if snap.summary else None
+        if lane is None or snap.timestamp_ms < 1000 * t0:
+            continue
+        at = round(snap.timestamp_ms / 1000 - t0, 2)
+        entry = lanes.setdefault(lane, [lane, at, at, 0])
+        entry[2] = at
+        entry[3] += 1
+    return list(lanes.values())
+
+
+def uploaded_records(path: Path) -> list[dict]:
+    """The `uploaded` records of a segment catalog log, or of the in-process fleet's records."""
+    if path.suffix == ".jsonl":
+        return in_process.read_records(path)
+    return bench.uploaded(str(path))
+
+
 def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool,
             rival_ok: int | None, kill_at: float | None = None) -> dict:
     """Latencies, achieved rate, exactly once, snapshots and orphans from the table as it is."""
     bucket = os.environ["THADAM_TEST_BUCKET"]
-    records = [r for p in logs for r in bench.uploaded(str(p))]
+    records = [r for p in logs for r in uploaded_records(p)]
     expected = Counter(f"s3://{bucket}/{r['object_key']}" for r in records)
     stamps = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     added_by = bench.data_file_snapshots(table)
@@ -602,6 +626,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
     latencies: list[float] = []
     around_kill: list[float] = []
     per_node: dict[str, list[float]] = {}
+    by_upload: dict[int, list[float]] = {}  # latencies by the 5 s of the window they were uploaded in
     in_window = unregistered = 0
     for r in records:
         if r["segment_id"].startswith(WARMUP_PREFIX):
@@ -616,6 +641,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         if kill_at is not None and abs(r["uploaded_at_ms"] / 1000 - kill_at) <= KILL_WINDOW_S:
             around_kill.append(lat)
         per_node.setdefault(r["segment_id"].split("-", 1)[0], []).append(lat)
+        by_upload.setdefault(int((r["uploaded_at_ms"] / 1000 - t0) // 5), []).append(lat)
         if 1000 * t0 <= ts <= 1000 * window_end:
             in_window += 1
     latencies.sort()
@@ -675,6 +701,17 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
                        "p99": bench.percentile(latencies, 99),
                        "max": latencies[-1] if latencies else None},
         "node_p99_ms": node_p99,
+        # For reading a run's course in its JSON (not in the report): per 5 s of upload time,
+        # [start s, segments, p50, p99, max] in ms; the longest gaps between snapshots.
+        "latency_by_upload_5s": [
+            [5 * k, len(v), bench.percentile(v, 50), bench.percentile(v, 99), v[-1]]
+            for k, v in sorted((k, sorted(v)) for k, v in by_upload.items())],
+        # Which lanes committed in the run, in order of their first commit: [lane, first s,
+        # last s, commits] (a fleet should settle on one within its first seconds).
+        "committing_lanes": committing_lanes(table, t0),
+        "longest_snapshot_gaps_s": sorted(
+            ((b - a) / 1000, a / 1000 - t0) for a, b in
+            zip(sorted(stamps.values()), sorted(stamps.values())[1:]) if a / 1000 >= t0 - 5)[-5:],
         "exactly_once": {"status": status, "problems": problems, "expected": len(expected),
                          "duplicates": duplicates, "missing": missing, "others": others},
         "snapshots_since_t0": {"registrar": len(ours) + expired,
@@ -805,7 +842,10 @@ def cmd_run(args) -> dict:
     pids = state / "pids"
     pids.mkdir(exist_ok=True)
     names = args.names.split(",")
-    n = len(names)
+    # --in-process: one simulator holds every node (names: the one config they all copy).
+    n = args.sim_nodes if args.in_process else len(names)
+    sim: in_process.Sim | None = None
+    sim_ready: dict | None = None
     configs = [state / f"{name}.yaml" for name in names]
     logs = [state / f"segments-{name}" / "segment-catalog.log" for name in names]
     location = f"lake/thadam/v1/bench/{args.dataset}/data"
@@ -849,7 +889,18 @@ def cmd_run(args) -> dict:
             raise SystemExit(f"the warm-up registrar exited with {code}; see {warm}")
         log(f"{args.table}: created by {'the maker' if maker else 'node 0'}'s warm-up; "
             f"starting {n} runner(s)")
-        for name, config in zip(names, configs):
+        if args.in_process:
+            if not maker:
+                raise SystemExit("--in-process needs --together MAKER (the table's maker)")
+            sim = in_process.Sim(args.in_process, configs[0], args.table, state, n, args.rate,
+                                 args.seconds, args.rows, warm_up=args.sim_warm_up)
+            regs.append(sim.reg)
+            (pids / "sim.time.pid").write_text(f"{sim.reg.time_pid}\n")
+            (pids / "sim.pid").write_text(f"{sim.reg.pid}\n")
+            sim_ready = sim.wait_ready(600 + n)
+            log(f"fleet_sim: {n} nodes started in {sim_ready['start_s']:.1f} s"
+                + (f", warmed up in {sim_ready['warm_up_s']:.1f} s" if args.sim_warm_up else ""))
+        for name, config in ([] if sim else zip(names, configs)):
             reg = Registrar(args.registrar, str(config), args.table,
                             state / f"{name}-registrar.log", [])
             regs.append(reg)
@@ -868,7 +919,9 @@ def cmd_run(args) -> dict:
                 if not reg.alive():
                     raise SystemExit(f"runner {name} exited ({reg.returncode}) in the warm-up")
             time.sleep(0.5)
-        if maker:
+        if sim and args.sim_warm_up:
+            log("every simulated node registered its warm-up segment")
+        elif maker:
             scrape(regs)
             log("runners up, none has committed: they start together with the load")
         else:
@@ -877,7 +930,7 @@ def cmd_run(args) -> dict:
 
         # The load window.
         feeders: list[Child] = []
-        for first in range(0, n, FEEDER_NODES):
+        for first in range(0, 0 if sim else n, FEEDER_NODES):
             part = logs[first:first + FEEDER_NODES]
             suffix = "" if n <= FEEDER_NODES else str(first // FEEDER_NODES)
             feeders.append(Child(["feed", "--logs", ",".join(map(str, part)),
@@ -907,6 +960,8 @@ def cmd_run(args) -> dict:
         t0 = time.time() + 0.5
         for child in children:
             child.start(t0)
+        if sim:
+            sim.start(t0)
         while time.time() < t0:
             time.sleep(0.01)
         servers = {"catalog": args.catalog_pid, "s3": args.s3_pid,
@@ -917,7 +972,7 @@ def cmd_run(args) -> dict:
         window_end = t0 + args.seconds
         log(f"load: {n} node(s) x {args.rate:g} seg/s for {args.seconds} s"
             + (f", rivals {args.rivals:g} commits/s" if rivals else ""))
-        feeding = lambda: any(f.proc.poll() is None for f in feeders)  # noqa: E731
+        feeding = sim.feeding if sim else lambda: any(f.proc.poll() is None for f in feeders)
         kill = {"at": t0 + args.kill_committer} if args.kill_committer else None
         while feeding():
             step = min(5.0, max(0.2, window_end - time.time()))
@@ -940,11 +995,14 @@ def cmd_run(args) -> dict:
                 log(f"  {time.time() - t0:5.1f} s: {names[k]} restarted")
             elif feeding():
                 down = kill["node"] if kill and "node" in kill and "back" not in kill else None
-                live = [i for i in range(n) if i != down]
-                done = sum(handled(a, before[i])
-                           for i, a in zip(live, scrape([regs[i] for i in live])))
-                log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered")
-        parts = [f.finish() for f in feeders]
+                live = [i for i in range(len(regs)) if i != down]
+                now = scrape([regs[i] for i in live])
+                done = sum(handled(a, before[i]) for i, a in zip(live, now))
+                asked = labelled(now, [before[i] for i in live], CATALOG_REQUESTS)
+                log(f"  {time.time() - t0:5.1f} s: {done:.0f} registered"
+                    + (f"; catalog loads {asked.get('load', 0):.0f}, commits "
+                       f"{asked.get('commit', 0):.0f}" if asked else ""))
+        parts = [sim.fed()] if sim else [f.finish() for f in feeders]
         fed = {"t0": parts[0]["t0"], "ended": max(p["ended"] for p in parts),
                "per_node": parts[0]["per_node"],
                "nodes": [node for p in parts for node in p["nodes"]],
@@ -954,8 +1012,8 @@ def cmd_run(args) -> dict:
         # The drain: until every node registered what it was fed, or the cap.
         drain_start = time.time()
         drain_deadline = max(drain_start, window_end) + args.drain_cap
-        want = fed["per_node"]
-        pending = set(range(n))
+        want = fed["per_node"] * (n if sim else 1)  # per runner
+        pending = set(range(len(regs)))
         after: list[dict] = list(before)
         while True:
             for k in sorted(pending):
@@ -1034,15 +1092,26 @@ def cmd_run(args) -> dict:
             "max_hwm_kb": max(f["hwm_kb"] for f in figures),
             "exit_codes": codes,
             "store_requests": store_request_figures(last, before),
-            **analyse(table, logs + (warm_logs if maker else []), t0, window_end, drained,
+            "catalog_requests": labelled(last, before, CATALOG_REQUESTS) or None,
+            **analyse(table, ([sim.records()] if sim else logs) + (warm_logs if maker else []),
+                      t0, window_end, drained,
                       rival_ok, kill["at"] if kill else None),
             "kill": {k: v for k, v in kill.items()} if kill else None,
             "kill_after_s": args.kill_committer,
-            "started_together": bool(maker),
+            "started_together": bool(maker) and not (sim and args.sim_warm_up),
         }
         if any(codes):
             out["exactly_once"]["problems"].append(f"runner exit codes {codes}")
             out["exactly_once"]["status"] = "FAIL"
+        if sim:
+            exit_report = sim.exit_report() or {"outcomes": ["no exit report"]}
+            stopped = [o for o in exit_report["outcomes"] if o != "ok"]
+            if stopped:
+                out["exactly_once"]["problems"].append(
+                    f"{len(stopped)} simulated nodes stopped on an error: {stopped[0]}")
+                out["exactly_once"]["status"] = "FAIL"
+            out["in_process"] = in_process.memory_figures(
+                sim_ready, sim.reg.peak_rss_kb or out["max_hwm_kb"], n)
         if fronts:
             eo = out["exactly_once"]
             left_problems = leftover_problems(args.mode, left, out["orphans"], cleanup)
@@ -1210,7 +1279,9 @@ def cmd_report(args) -> int:
         start = ("started together: no warm-up, the table made by a stopped registrar with "
                  "intents off" if r0.get("started_together")
                  else "every node warmed up (committed once) first")
-        print(f"### Fleet: N registrars on one table, each fed {r0['rate']:g} seg/s for "
+        where = (" in one process (benches/fleet_sim, `--in-process`)" if r0.get("in_process")
+                 else "")
+        print(f"### Fleet: N registrars{where} on one table, each fed {r0['rate']:g} seg/s for "
               f"{r0['seconds']} s, {start}")
         print()
         rows, details = [], []
@@ -1227,6 +1298,22 @@ def cmd_report(args) -> int:
         print()
         print(markdown(["N", *DETAIL_HEADERS], details))
         print()
+        sims = [r for r in fleet if r.get("in_process")]
+        if sims:
+            print("In one process (`--in-process`, benches/fleet_sim): the process's RSS before "
+                  "any node started, once all had started (idle), and its peak (VmHWM, GNU "
+                  "time); per node: (RSS - RSS before the nodes) / N.")
+            print()
+            print(markdown(
+                ["N", "RSS before the nodes", "RSS started", "peak RSS",
+                 "per node: started / peak", "nodes started in"],
+                [[r["nodes"], f"{m['before_nodes_kb'] / 1024:.1f} MiB",
+                  f"{m['started_kb'] / 1024:.1f} MiB", f"{m['peak_kb'] / 1024:.1f} MiB",
+                  f"{m['per_node_started_kb'] / 1024:.2f} / {m['per_node_peak_kb'] / 1024:.2f} MiB",
+                  f"{m['start_s']:.1f} s" + (f" (+ warm-up {m['warm_up_s']:.1f} s)"
+                                             if m.get("warm_up_s") is not None else "")]
+                 for r in sims for m in [r["in_process"]]]))
+            print()
         killed = [r for r in fleet if r.get("kill") and r["kill"].get("node") is not None]
         if killed:
             print("The committer killed (`--kill-committer`): segments uploaded within 30 s of "
@@ -1263,8 +1350,12 @@ def cmd_report(args) -> int:
             print()
             for r in counted:
                 q = r["store_requests"]
+                asked = r.get("catalog_requests") or {}
                 print(f"{r['nodes']} nodes: {q['segments']:,.0f} segments, requests "
-                      + ", ".join(f"{k} {v:,.0f}" for k, v in q["fleet"].items() if v))
+                      + ", ".join(f"{k} {v:,.0f}" for k, v in q["fleet"].items() if v)
+                      + ("; catalog requests " + ", ".join(
+                          f"{k} {v:,.0f}" for k, v in sorted(asked.items()) if v)
+                         if asked else ""))
             print()
     if rivals:
         r0 = rivals[0]
@@ -1343,6 +1434,12 @@ def main() -> None:
     r.add_argument("--together", metavar="MAKER",
                    help="no warm-up: the table is made by MAKER (a config of its own, intents "
                         "off), and the runners meet the load without having committed")
+    r.add_argument("--in-process", metavar="FLEET_SIM",
+                   help="run the fleet in one process: this benches/fleet_sim binary, with "
+                        "--sim-nodes nodes of the first name's config (needs --together)")
+    r.add_argument("--sim-nodes", type=int, default=0, help="with --in-process: N")
+    r.add_argument("--sim-warm-up", action="store_true",
+                   help="with --in-process: every node registers a segment before the load")
     r.add_argument("--cleanup-cap", type=float, default=120,
                    help="with --fronts: how long to wait for the intent folder to empty")
     f = sub.add_parser("feed")
