@@ -5,18 +5,19 @@
 //! so they all present the same certificate and trust the same CAs. S3 (footer reads and
 //! iceberg's FileIO) has its own client, object_store's (`io::store`).
 //!
-//! The registrars of one process share a client when they trust the same roots and present the
-//! same identity (the certificates' and the key's bytes, not their paths, so that a rotated
-//! file gets a new client): a host embedding many registrars (a fleet simulated in one process,
-//! many tables) paid the parsed roots (~80 KB), a TLS session cache and a pool of idle
-//! connections, each with a read buffer as large as the largest table it loaded, per registrar.
-//! Requests are the same either way; tokens and signatures are added per request.
+//! Each registrar has a client of its own, but the registrars of one process share the parsed
+//! trust roots when they are the same (the certificates' bytes, not the file's path, so that a
+//! rotated file is parsed anew): a host embedding many registrars (a fleet simulated in one
+//! process, many tables) paid the platform's roots, ~80 KB parsed, per registrar. (Sharing the
+//! whole client, its pool of connections included, changed the catalog's answers to commits of
+//! registrars running side by side in one test process, which is not understood; until it is,
+//! each registrar keeps its own pool.)
 
 use std::collections::VecDeque;
 use std::fs;
 use std::io::BufReader;
 use std::path::Path;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use rustls::RootCertStore;
@@ -41,83 +42,25 @@ pub struct TlsSettings<'a> {
     pub client_key: Option<&'a Path>,
 }
 
-/// How many distinct catalog clients a process keeps for its registrars to share (a host's
-/// catalogs, and one rotation of each one's certificates).
-const SHARED_CLIENTS: usize = 16;
+/// How many distinct sets of roots a process keeps parsed (a host's catalogs, and one rotation
+/// of each one's CA file).
+const SHARED_ROOTS: usize = 16;
 
-/// A built client, by the digest of what it trusts and presents (see [`digest_of`]).
-type SharedClient = ([u8; 32], reqwest::Client);
+/// Parsed roots, by the digest of their certificates' bytes.
+type SharedRoots = ([u8; 32], Arc<RootCertStore>);
 
-/// The process's catalog clients, least recently used first.
-static SHARED: LazyLock<Mutex<VecDeque<SharedClient>>> = LazyLock::new(Mutex::default);
+/// The process's parsed roots, least recently used first.
+static ROOTS: LazyLock<Mutex<VecDeque<SharedRoots>>> = LazyLock::new(Mutex::default);
 
-/// The catalog HTTP client for `tls`: the one this process built before for the same roots and
-/// identity (see the module docs), or a new one. Errors are `config.invalid` naming the file at
-/// fault.
+/// Builds the catalog HTTP client for `tls`, on roots this process parsed before when they are
+/// the same (see the module docs). Errors are `config.invalid` naming the file at fault.
 pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
     install_crypto_provider();
-    let roots = match tls.ca_file {
-        Some(path) => read_certs(path)?,
-        None => platform_certs(),
-    };
-    let identity = match (tls.client_cert, tls.client_key) {
-        (Some(cert), Some(key)) => Some((read_certs(cert)?, read_key(key)?)),
-        _ => None,
-    };
-    let digest = digest_of(&roots, identity.as_ref());
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(at) = shared.iter().position(|(d, _)| *d == digest)
-        && let Some(hit) = shared.remove(at)
-    {
-        let client = hit.1.clone();
-        shared.push_back(hit);
-        return Ok(client);
-    }
-    let client = build_client(tls, roots, identity)?;
-    if shared.len() >= SHARED_CLIENTS {
-        shared.pop_front();
-    }
-    shared.push_back((digest, client.clone()));
-    Ok(client)
-}
-
-/// What tells two clients apart: the roots' and the identity's bytes.
-fn digest_of(
-    roots: &[CertificateDer<'static>],
-    identity: Option<&(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    let mut add = |part: &[u8]| {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
-    };
-    for cert in roots {
-        add(cert);
-    }
-    add(b"identity");
-    if let Some((certs, key)) = identity {
-        for cert in certs {
-            add(cert);
-        }
-        add(key.secret_der());
-    }
-    hash.finalize().into()
-}
-
-fn build_client(
-    tls: &TlsSettings<'_>,
-    roots: Vec<CertificateDer<'static>>,
-    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-) -> Result<reqwest::Client> {
-    let roots = match tls.ca_file {
-        Some(path) => roots_from(path, roots)?,
-        None => platform_roots(roots),
-    };
+    let roots = shared_roots(tls)?;
     let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let config = match (identity, tls.client_cert) {
-        (Some((certs, key)), Some(cert)) => builder
-            .with_client_auth_cert(certs, key)
+    let config = match (tls.client_cert, tls.client_key) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
             .map_err(|e| {
                 Error::config_invalid(format!(
                     "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
@@ -136,6 +79,43 @@ fn build_client(
         .map_err(|e| {
             Error::internal(format!("cannot build the catalog HTTP client: {e}")).with_source(e)
         })
+}
+
+/// The roots `tls` trusts, parsed once per process for the same certificates.
+fn shared_roots(tls: &TlsSettings<'_>) -> Result<Arc<RootCertStore>> {
+    let certs = match tls.ca_file {
+        Some(path) => read_certs(path)?,
+        None => platform_certs(),
+    };
+    let digest = digest_of(&certs);
+    let mut shared = ROOTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = shared.iter().position(|(d, _)| *d == digest)
+        && let Some(hit) = shared.remove(at)
+    {
+        let roots = Arc::clone(&hit.1);
+        shared.push_back(hit);
+        return Ok(roots);
+    }
+    let roots = Arc::new(match tls.ca_file {
+        Some(path) => roots_from(path, certs)?,
+        None => platform_roots(certs),
+    });
+    if shared.len() >= SHARED_ROOTS {
+        shared.pop_front();
+    }
+    shared.push_back((digest, Arc::clone(&roots)));
+    Ok(roots)
+}
+
+/// What tells two sets of roots apart: their certificates' bytes.
+fn digest_of(certs: &[CertificateDer<'static>]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for cert in certs {
+        hash.update((cert.len() as u64).to_le_bytes());
+        hash.update(cert);
+    }
+    hash.finalize().into()
 }
 
 /// The platform's CA certificates, unparsed.
@@ -305,9 +285,9 @@ mod tests {
 
     use super::*;
 
-    /// How many of the process's shared clients were built for `digest`.
+    /// How many of the process's parsed roots are those of `digest`.
     fn shared_with(digest: [u8; 32]) -> usize {
-        SHARED
+        ROOTS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
@@ -316,14 +296,14 @@ mod tests {
     }
 
     #[test]
-    fn registrars_trusting_the_same_roots_share_a_client_and_a_rotated_file_gets_its_own() {
+    fn registrars_trusting_the_same_roots_share_them_and_a_rotated_file_is_parsed_anew() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ca_file = dir.path().join("ca.pem");
         let write_ca = || {
             let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_string()])
                 .expect("a certificate");
             std::fs::write(&ca_file, ca.cert.pem()).expect("written");
-            digest_of(&read_certs(&ca_file).expect("read"), None)
+            digest_of(&read_certs(&ca_file).expect("read"))
         };
         let settings = TlsSettings {
             ca_file: Some(&ca_file),
