@@ -218,19 +218,15 @@ async fn run(args: Args) -> Result<(), Error> {
     let stop = stop_on_signal();
     let health = Health::default();
     if let Some(addr) = args.metrics_addr {
-        let metrics = http::install_prometheus()?;
-        let listener = http::bind(addr).await?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Error::internal(format!("the metrics listener has no address: {e}")))?;
         let endpoints = http::Endpoints {
-            metrics: Some(metrics),
+            metrics: Some(http::install_prometheus()?),
             health: health.clone(),
         };
         let mut until = stop.clone();
-        http::serve(listener, endpoints, async move {
+        let bound = http::serve_at(addr, endpoints, async move {
             let _ = until.wait_for(|s| *s).await;
-        });
+        })
+        .await?;
         println!("listening on http://{bound} (/metrics, /healthz, /readyz)");
         tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
     }

@@ -200,16 +200,11 @@ async fn run(args: Args) -> Result<()> {
 
 /// Serves `/metrics` (every node's series, added up) and prints where.
 async fn serve_metrics(addr: SocketAddr) -> Result<()> {
-    let metrics = http::install_prometheus()?;
-    let listener = http::bind(addr).await?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Error::internal(format!("the metrics listener has no address: {e}")))?;
     let endpoints = http::Endpoints {
-        metrics: Some(metrics),
+        metrics: Some(http::install_prometheus()?),
         health: Default::default(),
     };
-    http::serve(listener, endpoints, std::future::pending());
+    let bound = http::serve_at(addr, endpoints, std::future::pending()).await?;
     println!("listening on http://{bound} (/metrics)");
     Ok(())
 }

@@ -118,6 +118,21 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     })
 }
 
+/// Binds `addr` ([`bind`]) and serves the endpoints there ([`serve`]) until `shutdown`
+/// completes; returns the address bound (port 0 picks a free one).
+pub async fn serve_at(
+    addr: SocketAddr,
+    endpoints: Endpoints,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<SocketAddr> {
+    let listener = bind(addr).await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::internal(format!("the metrics listener has no address: {e}")))?;
+    serve(listener, endpoints, shutdown);
+    Ok(bound)
+}
+
 /// The limits of the endpoints' server. The defaults suit a Prometheus scraper (one connection,
 /// a request every few seconds) with a wide margin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
