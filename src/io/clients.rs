@@ -17,6 +17,11 @@
 //! own settings, and only registrars with identical settings (keys included) share a client;
 //! they then share its warm connections too.
 //!
+//! Per runtime: a pooled connection is driven by a task of the runtime that opened it, and dies
+//! with that runtime; a client kept past its runtime hands out dead connections ("dispatch task
+//! is gone"). A host that builds a runtime per registrar (or a test harness, one per test) gets
+//! a client per runtime; registrars sharing a runtime share their clients.
+//!
 //! Bounded: at most [`CACHED_CLIENTS`] clients, the least recently used going first, so keys the
 //! catalog vends afresh every hour do not pile up clients over months. A client whose settings
 //! left the cache stays alive only as long as a `Table` still holds it.
@@ -51,6 +56,8 @@ pub struct S3Clients {
 }
 
 struct Cached {
+    /// The runtime whose tasks drive the client's connections.
+    runtime: tokio::runtime::Id,
     settings: S3Settings,
     bucket: String,
     store: Arc<dyn ObjectStore>,
@@ -76,13 +83,20 @@ impl S3Clients {
         if settings.retry.is_some() {
             return build_object_store(settings, bucket);
         }
+        // Outside a runtime nobody can tell which runtime will drive the connections: such a
+        // client is the caller's alone.
+        let Ok(runtime) = tokio::runtime::Handle::try_current().map(|handle| handle.id()) else {
+            return build_object_store(settings, bucket);
+        };
         let mut clients = self
             .clients
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let hit = clients
             .iter()
-            .position(|c| c.bucket == bucket && same_client(&c.settings, settings))
+            .position(|c| {
+                c.runtime == runtime && c.bucket == bucket && same_client(&c.settings, settings)
+            })
             .and_then(|at| clients.remove(at));
         if let Some(hit) = hit {
             // Most recently used goes to the back.
@@ -98,6 +112,7 @@ impl S3Clients {
             clients.pop_front();
         }
         clients.push_back(Cached {
+            runtime,
             settings: settings.clone(),
             bucket: bucket.to_string(),
             store: Arc::clone(&store),
@@ -167,8 +182,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_same_settings_share_one_client() {
+    #[tokio::test]
+    async fn the_same_settings_share_one_client() {
         let clients = S3Clients::default();
         let a = clients.get(&settings("AKIA1"), "warehouse").expect("built");
         let b = clients
@@ -178,8 +193,8 @@ mod tests {
         assert_eq!(clients.len(), 1);
     }
 
-    #[test]
-    fn other_keys_another_bucket_or_another_endpoint_get_their_own() {
+    #[tokio::test]
+    async fn other_keys_another_bucket_or_another_endpoint_get_their_own() {
         let clients = S3Clients::default();
         let first = clients.get(&settings("AKIA1"), "warehouse").expect("built");
         let other_keys = clients.get(&settings("AKIA2"), "warehouse").expect("built");
@@ -193,8 +208,8 @@ mod tests {
         assert_eq!(clients.len(), 4);
     }
 
-    #[test]
-    fn the_cache_is_bounded_and_keeps_what_is_used() {
+    #[tokio::test]
+    async fn the_cache_is_bounded_and_keeps_what_is_used() {
         let clients = S3Clients::default();
         let kept = clients
             .get(&settings("AKIA-kept"), "warehouse")
@@ -216,8 +231,38 @@ mod tests {
         drop(rebuilt);
     }
 
+    /// A client's pooled connections are driven by tasks of the runtime that opened them: once
+    /// that runtime is gone, a request on such a connection fails with "dispatch task is gone"
+    /// (seen in CI when two tests, each with its own runtime, shared a client). So each runtime
+    /// gets its own clients, while the registrars of one runtime share theirs.
     #[test]
-    fn settings_with_their_own_retries_are_not_cached() {
+    fn each_runtime_gets_its_own_clients() {
+        let clients = S3Clients::default();
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime")
+        };
+        let first = runtime();
+        let (a, a_again) = first.block_on(async {
+            let a = clients.get(&settings("AKIA1"), "warehouse").expect("built");
+            let again = clients
+                .get(&settings("AKIA1"), "warehouse")
+                .expect("cached");
+            (a, again)
+        });
+        assert!(Arc::ptr_eq(&a, &a_again), "one runtime shares its clients");
+        drop(first);
+        let b = runtime()
+            .block_on(async { clients.get(&settings("AKIA1"), "warehouse").expect("built") });
+        assert!(
+            !Arc::ptr_eq(&a, &b),
+            "a later runtime must not reuse the dropped runtime's client"
+        );
+    }
+
+    #[tokio::test]
+    async fn settings_with_their_own_retries_are_not_cached() {
         let clients = S3Clients::default();
         let mut custom = settings("AKIA1");
         custom.retry = Some(object_store::RetryConfig::default());
