@@ -5,13 +5,17 @@
 //! so they all present the same certificate and trust the same CAs. S3 (footer reads and
 //! iceberg's FileIO) has its own client, object_store's (`io::store`).
 //!
-//! Each registrar has a client of its own, but the registrars of one process share the parsed
-//! trust roots when they are the same (the certificates' bytes, not the file's path, so that a
-//! rotated file is parsed anew): a host embedding many registrars (a fleet simulated in one
-//! process, many tables) paid the platform's roots, ~80 KB parsed, per registrar. (Sharing the
-//! whole client, its pool of connections included, changed the catalog's answers to commits of
-//! registrars running side by side in one test process, which is not understood; until it is,
-//! each registrar keeps its own pool.)
+//! The registrars of one process share a client when they trust the same roots and present the
+//! same identity (the certificates' and the key's bytes, not their paths, so that a rotated
+//! file gets a new client) and run on the same tokio runtime: a host embedding many registrars
+//! (a fleet simulated in one process, many tables) paid, per registrar, the parsed roots
+//! (~80 KB), a TLS session cache and a pool of idle connections, each with a read buffer grown
+//! to the largest table it loaded (0.25 MB per node of a 300-node fleet in one process).
+//! Requests are the same either way; tokens and signatures are added per request. Per
+//! runtime, because a pooled connection is driven by a task of the runtime that opened it and
+//! dies with it: a client kept past its runtime hands out dead connections ("dispatch task is
+//! gone"; test harnesses build a runtime per test). Parsed roots carry no connection, and are
+//! shared across runtimes.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -52,22 +56,75 @@ type SharedRoots = ([u8; 32], Arc<RootCertStore>);
 /// The process's parsed roots, least recently used first.
 static ROOTS: LazyLock<Mutex<VecDeque<SharedRoots>>> = LazyLock::new(Mutex::default);
 
-/// Builds the catalog HTTP client for `tls`, on roots this process parsed before when they are
-/// the same (see the module docs). Errors are `config.invalid` naming the file at fault.
+/// How many distinct catalog clients a process keeps for its registrars to share (a host's
+/// catalogs, one rotation of each one's certificates, and a runtime or two).
+const SHARED_CLIENTS: usize = 16;
+
+/// What tells two shareable clients apart (see the module docs).
+#[derive(PartialEq, Eq)]
+struct ClientKey {
+    runtime: tokio::runtime::Id,
+    roots: [u8; 32],
+    identity: Option<[u8; 32]>,
+}
+
+/// The process's catalog clients, least recently used first.
+static CLIENTS: LazyLock<Mutex<VecDeque<(ClientKey, reqwest::Client)>>> =
+    LazyLock::new(Mutex::default);
+
+/// The catalog HTTP client for `tls`: the one this runtime's registrars built before for the
+/// same roots and identity, or a new one, on roots this process parsed before when they are the
+/// same (see the module docs). Outside a runtime nobody can tell which runtime will drive its
+/// connections: such a client is the caller's alone. Errors are `config.invalid` naming the
+/// file at fault.
 pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
     install_crypto_provider();
-    let roots = shared_roots(tls)?;
+    let (roots_digest, roots) = shared_roots(tls)?;
+    let identity = match (tls.client_cert, tls.client_key) {
+        (Some(cert), Some(key)) => Some((cert, read_certs(cert)?, read_key(key)?)),
+        _ => None,
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current().map(|h| h.id()) else {
+        return build_client(roots, identity);
+    };
+    let key = ClientKey {
+        runtime,
+        roots: roots_digest,
+        identity: identity
+            .as_ref()
+            .map(|(_, certs, key)| identity_digest(certs, key)),
+    };
+    let mut shared = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = shared.iter().position(|(k, _)| *k == key)
+        && let Some(hit) = shared.remove(at)
+    {
+        let client = hit.1.clone();
+        shared.push_back(hit);
+        return Ok(client);
+    }
+    let client = build_client(roots, identity)?;
+    if shared.len() >= SHARED_CLIENTS {
+        shared.pop_front();
+    }
+    shared.push_back((key, client.clone()));
+    Ok(client)
+}
+
+/// A client for `roots`, presenting `identity` (its certificate file, certificates and key).
+fn build_client(
+    roots: Arc<RootCertStore>,
+    identity: Option<(&Path, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<reqwest::Client> {
     let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let config = match (tls.client_cert, tls.client_key) {
-        (Some(cert), Some(key)) => builder
-            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
-            .map_err(|e| {
-                Error::config_invalid(format!(
-                    "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
+    let config = match identity {
+        Some((cert, certs, key)) => builder.with_client_auth_cert(certs, key).map_err(|e| {
+            Error::config_invalid(format!(
+                "catalog_client_cert {} and catalog_client_key do not form a usable identity: {e}; \
                      check that the key belongs to the certificate",
-                    cert.display()
-                )).with_source(e)
-            })?,
+                cert.display()
+            ))
+            .with_source(e)
+        })?,
         _ => builder.with_no_client_auth(),
     };
     reqwest::Client::builder()
@@ -81,8 +138,8 @@ pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
         })
 }
 
-/// The roots `tls` trusts, parsed once per process for the same certificates.
-fn shared_roots(tls: &TlsSettings<'_>) -> Result<Arc<RootCertStore>> {
+/// The roots `tls` trusts, parsed once per process for the same certificates, and their digest.
+fn shared_roots(tls: &TlsSettings<'_>) -> Result<([u8; 32], Arc<RootCertStore>)> {
     let certs = match tls.ca_file {
         Some(path) => read_certs(path)?,
         None => platform_certs(),
@@ -94,7 +151,7 @@ fn shared_roots(tls: &TlsSettings<'_>) -> Result<Arc<RootCertStore>> {
     {
         let roots = Arc::clone(&hit.1);
         shared.push_back(hit);
-        return Ok(roots);
+        return Ok((digest, roots));
     }
     let roots = Arc::new(match tls.ca_file {
         Some(path) => roots_from(path, certs)?,
@@ -104,7 +161,19 @@ fn shared_roots(tls: &TlsSettings<'_>) -> Result<Arc<RootCertStore>> {
         shared.pop_front();
     }
     shared.push_back((digest, Arc::clone(&roots)));
-    Ok(roots)
+    Ok((digest, roots))
+}
+
+/// What tells two identities apart: the certificates' and the key's bytes (only the digest is
+/// kept; the key's bytes stay in the TLS config).
+fn identity_digest(certs: &[CertificateDer<'static>], key: &PrivateKeyDer<'static>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in certs.iter().map(|c| c.as_ref()).chain([key.secret_der()]) {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize().into()
 }
 
 /// What tells two sets of roots apart: their certificates' bytes.
@@ -319,6 +388,52 @@ mod tests {
         catalog_http_client(&settings).expect("built");
         assert_eq!(shared_with(rotated), 1);
         assert_eq!(shared_with(first), 1);
+    }
+
+    /// How many of the process's catalog clients trust the roots of `digest`.
+    fn clients_for(digest: [u8; 32]) -> usize {
+        CLIENTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(k, _)| k.roots == digest)
+            .count()
+    }
+
+    #[test]
+    fn registrars_of_one_runtime_share_a_client_and_another_runtime_builds_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca_file = dir.path().join("ca.pem");
+        let ca =
+            rcgen::generate_simple_self_signed(vec!["ca.test".to_string()]).expect("a certificate");
+        std::fs::write(&ca_file, ca.cert.pem()).expect("written");
+        let digest = digest_of(&read_certs(&ca_file).expect("read"));
+        let settings = TlsSettings {
+            ca_file: Some(&ca_file),
+            ..TlsSettings::default()
+        };
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime")
+        };
+        let first = runtime();
+        first.block_on(async {
+            catalog_http_client(&settings).expect("built");
+            catalog_http_client(&settings).expect("shared");
+        });
+        assert_eq!(
+            clients_for(digest),
+            1,
+            "one client for the runtime's registrars"
+        );
+        drop(first);
+        // Its connections died with it: the next runtime builds its own.
+        runtime().block_on(async { catalog_http_client(&settings).expect("built") });
+        assert_eq!(clients_for(digest), 2);
+        // Outside a runtime: the caller's alone, not kept.
+        catalog_http_client(&settings).expect("built");
+        assert_eq!(clients_for(digest), 2);
     }
 
     #[test]
