@@ -17,17 +17,17 @@
 //! gone"; test harnesses build a runtime per test). Parsed roots carry no connection, and are
 //! shared across runtimes.
 
-use std::collections::VecDeque;
 use std::fs;
 use std::io::BufReader;
 use std::path::Path;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
+use crate::runtime::recent::Recent;
 
 /// Installs ring as the process-wide rustls provider. Only ring is compiled in today (every
 /// HTTP client, the catalog's and object_store's, is reqwest 0.12 with ring), but a dependency
@@ -50,27 +50,23 @@ pub struct TlsSettings<'a> {
 /// of each one's CA file).
 const SHARED_ROOTS: usize = 16;
 
-/// Parsed roots, by the digest of their certificates' bytes.
-type SharedRoots = ([u8; 32], Arc<RootCertStore>);
-
-/// The process's parsed roots, least recently used first.
-static ROOTS: LazyLock<Mutex<VecDeque<SharedRoots>>> = LazyLock::new(Mutex::default);
+/// The process's parsed roots, by the digest of their certificates' bytes.
+static ROOTS: Recent<[u8; 32], Arc<RootCertStore>> = Recent::new(SHARED_ROOTS);
 
 /// How many distinct catalog clients a process keeps for its registrars to share (a host's
 /// catalogs, one rotation of each one's certificates, and a runtime or two).
 const SHARED_CLIENTS: usize = 16;
 
 /// What tells two shareable clients apart (see the module docs).
-#[derive(PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct ClientKey {
     runtime: tokio::runtime::Id,
     roots: [u8; 32],
     identity: Option<[u8; 32]>,
 }
 
-/// The process's catalog clients, least recently used first.
-static CLIENTS: LazyLock<Mutex<VecDeque<(ClientKey, reqwest::Client)>>> =
-    LazyLock::new(Mutex::default);
+/// The process's catalog clients.
+static CLIENTS: Recent<ClientKey, reqwest::Client> = Recent::new(SHARED_CLIENTS);
 
 /// The catalog HTTP client for `tls`: the one this runtime's registrars built before for the
 /// same roots and identity, or a new one, on roots this process parsed before when they are the
@@ -90,24 +86,14 @@ pub fn catalog_http_client(tls: &TlsSettings<'_>) -> Result<reqwest::Client> {
     let key = ClientKey {
         runtime,
         roots: roots_digest,
-        identity: identity
-            .as_ref()
-            .map(|(_, certs, key)| identity_digest(certs, key)),
+        identity: identity.as_ref().map(|(_, certs, key)| {
+            digest_of(certs.iter().map(|c| c.as_ref()).chain([key.secret_der()]))
+        }),
     };
-    let mut shared = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(at) = shared.iter().position(|(k, _)| *k == key)
-        && let Some(hit) = shared.remove(at)
-    {
-        let client = hit.1.clone();
-        shared.push_back(hit);
-        return Ok(client);
-    }
-    let client = build_client(roots, identity)?;
-    if shared.len() >= SHARED_CLIENTS {
-        shared.pop_front();
-    }
-    shared.push_back((key, client.clone()));
-    Ok(client)
+    CLIENTS.get_or_make(
+        |k| *k == key,
+        move || Ok((key, build_client(roots, identity)?)),
+    )
 }
 
 /// A client for `roots`, presenting `identity` (its certificate file, certificates and key).
@@ -144,45 +130,28 @@ fn shared_roots(tls: &TlsSettings<'_>) -> Result<([u8; 32], Arc<RootCertStore>)>
         Some(path) => read_certs(path)?,
         None => platform_certs(),
     };
-    let digest = digest_of(&certs);
-    let mut shared = ROOTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(at) = shared.iter().position(|(d, _)| *d == digest)
-        && let Some(hit) = shared.remove(at)
-    {
-        let roots = Arc::clone(&hit.1);
-        shared.push_back(hit);
-        return Ok((digest, roots));
-    }
-    let roots = Arc::new(match tls.ca_file {
-        Some(path) => roots_from(path, certs)?,
-        None => platform_roots(certs),
-    });
-    if shared.len() >= SHARED_ROOTS {
-        shared.pop_front();
-    }
-    shared.push_back((digest, Arc::clone(&roots)));
+    let digest = digest_of(certs.iter().map(|c| c.as_ref()));
+    let roots = ROOTS.get_or_make(
+        |d| *d == digest,
+        || {
+            let roots = match tls.ca_file {
+                Some(path) => roots_from(path, certs)?,
+                None => platform_roots(certs),
+            };
+            Ok((digest, Arc::new(roots)))
+        },
+    )?;
     Ok((digest, roots))
 }
 
-/// What tells two identities apart: the certificates' and the key's bytes (only the digest is
-/// kept; the key's bytes stay in the TLS config).
-fn identity_digest(certs: &[CertificateDer<'static>], key: &PrivateKeyDer<'static>) -> [u8; 32] {
+/// What tells two sets of certificates (and keys) apart: their bytes, each part length-prefixed.
+/// Only the digest is kept; a key's bytes stay in the TLS config.
+fn digest_of<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
-    for part in certs.iter().map(|c| c.as_ref()).chain([key.secret_der()]) {
+    for part in parts {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
-    }
-    hash.finalize().into()
-}
-
-/// What tells two sets of roots apart: their certificates' bytes.
-fn digest_of(certs: &[CertificateDer<'static>]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for cert in certs {
-        hash.update((cert.len() as u64).to_le_bytes());
-        hash.update(cert);
     }
     hash.finalize().into()
 }
@@ -356,12 +325,17 @@ mod tests {
 
     /// How many of the process's parsed roots are those of `digest`.
     fn shared_with(digest: [u8; 32]) -> usize {
-        ROOTS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(d, _)| *d == digest)
-            .count()
+        ROOTS.count(|d| *d == digest)
+    }
+
+    /// The digest of the roots in `ca_file`.
+    fn roots_digest(ca_file: &Path) -> [u8; 32] {
+        digest_of(
+            read_certs(ca_file)
+                .expect("read")
+                .iter()
+                .map(|c| c.as_ref()),
+        )
     }
 
     #[test]
@@ -372,7 +346,7 @@ mod tests {
             let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_string()])
                 .expect("a certificate");
             std::fs::write(&ca_file, ca.cert.pem()).expect("written");
-            digest_of(&read_certs(&ca_file).expect("read"))
+            roots_digest(&ca_file)
         };
         let settings = TlsSettings {
             ca_file: Some(&ca_file),
@@ -392,12 +366,7 @@ mod tests {
 
     /// How many of the process's catalog clients trust the roots of `digest`.
     fn clients_for(digest: [u8; 32]) -> usize {
-        CLIENTS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(k, _)| k.roots == digest)
-            .count()
+        CLIENTS.count(|k| k.roots == digest)
     }
 
     #[test]
@@ -407,7 +376,7 @@ mod tests {
         let ca =
             rcgen::generate_simple_self_signed(vec!["ca.test".to_string()]).expect("a certificate");
         std::fs::write(&ca_file, ca.cert.pem()).expect("written");
-        let digest = digest_of(&read_certs(&ca_file).expect("read"));
+        let digest = roots_digest(&ca_file);
         let settings = TlsSettings {
             ca_file: Some(&ca_file),
             ..TlsSettings::default()

@@ -26,13 +26,13 @@
 //! catalog vends afresh every hour do not pile up clients over months. A client whose settings
 //! left the cache stays alive only as long as a `Table` still holds it.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use object_store::ObjectStore;
 
 use crate::error::Result;
 use crate::io::store::{S3Settings, build_object_store};
+use crate::runtime::recent::Recent;
 
 /// How many built clients are kept: a host's tables, each with its own vended keys, and one
 /// rotation of those keys in flight.
@@ -46,21 +46,30 @@ pub(crate) fn shared() -> Arc<S3Clients> {
     Arc::clone(&SHARED)
 }
 
-/// Built S3 clients by settings and bucket, least recently used first.
-#[derive(Default)]
+/// Built S3 clients by runtime, settings and bucket, the most recently used kept.
 pub struct S3Clients {
-    clients: Mutex<VecDeque<Cached>>,
+    clients: Recent<ClientKey, Arc<dyn ObjectStore>>,
     /// Unit tests: the one store every FileIO gets, whatever its settings and bucket.
     #[cfg(test)]
     fixed: Option<Arc<dyn ObjectStore>>,
 }
 
-struct Cached {
+impl Default for S3Clients {
+    fn default() -> Self {
+        S3Clients {
+            clients: Recent::new(CACHED_CLIENTS),
+            #[cfg(test)]
+            fixed: None,
+        }
+    }
+}
+
+/// What a cached client was built for.
+struct ClientKey {
     /// The runtime whose tasks drive the client's connections.
     runtime: tokio::runtime::Id,
     settings: S3Settings,
     bucket: String,
-    store: Arc<dyn ObjectStore>,
 }
 
 impl std::fmt::Debug for S3Clients {
@@ -88,44 +97,24 @@ impl S3Clients {
         let Ok(runtime) = tokio::runtime::Handle::try_current().map(|handle| handle.id()) else {
             return build_object_store(settings, bucket);
         };
-        let mut clients = self
-            .clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let hit = clients
-            .iter()
-            .position(|c| {
-                c.runtime == runtime && c.bucket == bucket && same_client(&c.settings, settings)
-            })
-            .and_then(|at| clients.remove(at));
-        if let Some(hit) = hit {
-            // Most recently used goes to the back.
-            let store = Arc::clone(&hit.store);
-            clients.push_back(hit);
-            return Ok(store);
-        }
-        // Built under the lock: building is synchronous and short (it reads the root
-        // certificates; no network until the first request), and two FileIOs racing for the
-        // same settings must not both build.
-        let store = build_object_store(settings, bucket)?;
-        if clients.len() >= CACHED_CLIENTS {
-            clients.pop_front();
-        }
-        clients.push_back(Cached {
-            runtime,
-            settings: settings.clone(),
-            bucket: bucket.to_string(),
-            store: Arc::clone(&store),
-        });
-        Ok(store)
+        // Built under the cache's lock: building is synchronous and short (it reads the root
+        // certificates; no network until the first request).
+        self.clients.get_or_make(
+            |c| c.runtime == runtime && c.bucket == bucket && same_client(&c.settings, settings),
+            || {
+                let key = ClientKey {
+                    runtime,
+                    settings: settings.clone(),
+                    bucket: bucket.to_string(),
+                };
+                Ok((key, build_object_store(settings, bucket)?))
+            },
+        )
     }
 
     /// How many clients are cached.
     pub(crate) fn len(&self) -> usize {
-        self.clients
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .len()
+        self.clients.count(|_| true)
     }
 
     /// Unit tests: clients that hand every FileIO `store` (an in-memory one standing in for S3).
