@@ -50,6 +50,9 @@ mod footers;
 mod queue;
 mod reporting;
 
+/// A pace wake-up due within this of one already scheduled is not scheduled again.
+const PACE_SLACK: Duration = Duration::from_millis(10);
+
 pub(crate) struct Committer;
 
 pub(crate) struct CommitterArgs {
@@ -88,8 +91,10 @@ pub(crate) struct CommitterState {
 struct Timers {
     /// `LingerElapsed`.
     linger: bool,
-    /// `PaceElapsed` (`commit.min_interval`, or the table's pace).
-    pace: bool,
+    /// `PaceElapsed` (`commit.min_interval`, or the table's pace): when the one scheduled is
+    /// due. A pace that shortened since (a node that became the fleet's deputy, see
+    /// `Pacer::spacing`) schedules another, earlier one.
+    pace: Option<Instant>,
     /// `RetryElapsed`.
     retry: bool,
     /// `QuarantinePoll`.
@@ -166,7 +171,10 @@ impl Actor for Committer {
                 Ok(())
             }
             CommitterMsg::PaceElapsed => {
-                state.timers.pace = false;
+                // Not one scheduled before a later one that is still to come.
+                if state.timers.pace.is_some_and(|due| due <= Instant::now()) {
+                    state.timers.pace = None;
+                }
                 Ok(())
             }
             CommitterMsg::RetryElapsed => {
@@ -468,16 +476,13 @@ impl CommitterState {
         match decision {
             BatchDecision::Wait => Ready::Nothing,
             BatchDecision::WaitFor(why, delay) => {
-                let armed = match why {
-                    Timer::Linger => &mut self.timers.linger,
-                    Timer::Pace => &mut self.timers.pace,
-                };
-                if !*armed {
-                    *armed = true;
-                    myself.send_after(delay, move || match why {
-                        Timer::Linger => CommitterMsg::LingerElapsed,
-                        Timer::Pace => CommitterMsg::PaceElapsed,
-                    });
+                match why {
+                    Timer::Linger if !self.timers.linger => {
+                        self.timers.linger = true;
+                        myself.send_after(delay, || CommitterMsg::LingerElapsed);
+                    }
+                    Timer::Linger => {}
+                    Timer::Pace => self.arm_pace(myself, delay),
                 }
                 if publish && self.commit.may_publish() {
                     Ready::Publish(ready(&self.pending))
@@ -499,14 +504,26 @@ impl CommitterState {
         let (since_start, gap) = self.commit.spacing(Instant::now());
         match since_start {
             Some(since) if since < gap => {
-                if !self.timers.pace {
-                    self.timers.pace = true;
-                    myself.send_after(gap - since, || CommitterMsg::PaceElapsed);
-                }
+                self.arm_pace(myself, gap - since);
                 false
             }
             _ => true,
         }
+    }
+
+    /// Wakes this committer when the pace allows the next batch, `delay` from now: unless a
+    /// wake-up is scheduled by then already.
+    fn arm_pace(&mut self, myself: &ActorRef<CommitterMsg>, delay: Duration) {
+        let due = Instant::now() + delay;
+        if self
+            .timers
+            .pace
+            .is_some_and(|armed| armed <= due + PACE_SLACK)
+        {
+            return;
+        }
+        self.timers.pace = Some(due);
+        myself.send_after(delay, || CommitterMsg::PaceElapsed);
     }
 
     /// Wakes this committer for the next attempt after `delay`: at once by a message behind

@@ -119,6 +119,9 @@ pub(super) struct Pacer {
     /// When the last batch's first attempt started; the next waits [`Self::gap`] after it.
     last_start: Option<Instant>,
     gap: Duration,
+    /// The fallback [`Self::gap`] was drawn from, while this node did not take turns (see
+    /// [`Self::spacing`]).
+    gap_fallback: Option<u64>,
     /// The length of the slot the next attempt was planned in, while this node takes turns:
     /// only such attempts measure the slot ([`Self::measured`]).
     planned: Option<u64>,
@@ -163,6 +166,7 @@ impl Pacer {
             viewed: None,
             last_start: None,
             gap: Duration::ZERO,
+            gap_fallback: None,
             planned: None,
             clock,
             carrying,
@@ -191,17 +195,29 @@ impl Pacer {
     }
 
     /// How long ago the last batch started, and the gap the next must leave after that start.
-    /// A node that became the fleet's sole committer since that gap was set (the fleet's lanes
-    /// came to be known) goes at its cadence rather than wait out the fallback it was given
-    /// as a node that does not take turns: at a 32-node fleet's start the committer waited
-    /// 3.6 s so, with every node's first segments.
+    /// The gap follows the node's role as it is now, not as it was when the gap was drawn:
+    /// - A node that became the fleet's sole committer since (the fleet's lanes came to be
+    ///   known) goes at its cadence rather than wait out the fallback it was given as a node
+    ///   that does not take turns: at a 32-node fleet's start the committer waited 3.6 s so,
+    ///   with every node's first segments.
+    /// - A node that became the fleet's deputy goes at the deputy's fallback, with the same
+    ///   draw. A gap is drawn only when an attempt defers or lands, and an attempt that found
+    ///   everything carried does neither: a 128-node fleet's deputy kept the 8-24 s of a
+    ///   fallback drawn before it was the deputy, the deputy's window (`DEPUTY_SEEN_MS`) closed
+    ///   before its next attempt, and when the committer was killed nothing was committed for
+    ///   16.8 s, until the others' fallbacks came.
     pub(super) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
         let now_ms = self.now_ms();
         let sole = Duration::from_millis(SOLE_CADENCE_MS).max(self.courtesy(now_ms));
-        let gap = if self.gap > sole && matches!(self.fleet.turn(now_ms), Turn::Sole { .. }) {
-            sole
-        } else {
-            self.gap
+        let gap = match self.fleet.turn(now_ms) {
+            Turn::Sole { .. } if self.gap > sole => sole,
+            Turn::Carried { fallback } => match self.gap_fallback {
+                Some(drawn_from) if fallback < drawn_from => {
+                    self.gap.mul_f64(fallback as f64 / drawn_from as f64)
+                }
+                _ => self.gap,
+            },
+            Turn::Alone | Turn::Slot { .. } | Turn::Sole { .. } => self.gap,
         };
         (
             self.last_start.map(|t| now.duration_since(t)),
@@ -538,6 +554,10 @@ impl Pacer {
         self.planned = match turn {
             Turn::Slot { slot, .. } | Turn::Sole { slot } => Some(slot),
             Turn::Alone | Turn::Carried { .. } => None,
+        };
+        self.gap_fallback = match turn {
+            Turn::Carried { fallback } => Some(fallback),
+            Turn::Alone | Turn::Slot { .. } | Turn::Sole { .. } => None,
         };
         let gap = match turn {
             Turn::Sole { .. } => Duration::from_millis(SOLE_CADENCE_MS),

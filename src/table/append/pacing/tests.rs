@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::table::fleet::lanes::LANE_MEMORY_MS;
+use crate::table::fleet::lanes::{DEPUTY_FALLBACK_MS, LANE_MEMORY_MS};
 use crate::table::fleet::slots::FALLBACK_PATIENCE;
 use crate::testing::metadata_with;
 
@@ -402,4 +402,27 @@ fn a_node_started_into_a_fleet_knows_it_before_its_first_attempt() {
     q.landed(&chain(1, &[1]), 10.0, true);
     q.first_view(&m, None);
     assert!(!q.slotted());
+}
+
+#[test]
+fn a_node_that_becomes_the_deputy_goes_at_the_deputys_fallback_not_the_gap_it_was_given() {
+    let (mut p, _) = fixed_pacer(true, 0.5);
+    let now = p.ticker.now();
+    p.last_start = Some(now);
+    // Lane 7 of 128, carried: its next attempt a fallback after this one (16 s: the draw of
+    // 0.5 is the fallback itself).
+    p.fleet = fleet_of(7, 128, 0);
+    assert_eq!(p.fallback_ms(), Some(16_000));
+    p.deferred();
+    assert_eq!(p.spacing(now).1, ms(16_000));
+    // Its next view shows it the fleet's deputy (lane 1, the lowest after the committer): an
+    // attempt that found everything carried draws no new gap, and the committer may be gone.
+    // The deputy has the lane memory (`DEPUTY_SEEN_MS`, 10 s) to notice: it goes at its own
+    // fallback, with the same draw.
+    p.fleet = fleet_of(1, 128, 0);
+    assert_eq!(p.fallback_ms(), Some(DEPUTY_FALLBACK_MS));
+    assert_eq!(p.spacing(now).1, ms(DEPUTY_FALLBACK_MS));
+    // Carried with a longer fallback again: the gap it was given stands until its next one.
+    p.fleet = fleet_of(7, 128, 0);
+    assert_eq!(p.spacing(now).1, ms(16_000));
 }
