@@ -116,6 +116,15 @@ pub(crate) fn metadata_with(
         "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
         "snapshots": list,
     });
+    // As catalogs write it: each snapshot made current in turn.
+    let log: Vec<serde_json::Value> = snapshots
+        .iter()
+        .enumerate()
+        .map(|(i, (_, ts))| json!({"snapshot-id": i as i64 + 1, "timestamp-ms": ts}))
+        .collect();
+    m["snapshot-log"] = json!(log);
+    let last = snapshots.iter().map(|(_, ts)| *ts).max().unwrap_or(0);
+    m["last-updated-ms"] = json!(last.max(2_000));
     if n > 0 {
         m["current-snapshot-id"] = json!(n);
         m["refs"] = json!({"main": {"snapshot-id": n, "type": "branch"}});

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
+use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table;
 
 use crate::catalog::TableName;
@@ -79,6 +80,9 @@ pub(crate) struct HeldTable {
     /// Seqs of segments that were quarantined: decided by their files, never by a watermark
     /// (see `table::quarantine`).
     by_files: HashSet<u64>,
+    /// The version held lacks its history: [`HeldTable::thin`] dropped every snapshot but the
+    /// current one. A commit is never built on it (the committer loads first).
+    thin: bool,
     /// The generation of vended credentials a reload made after S3 refused the previous ones
     /// brought, until a request with it succeeds: a refusal of these is final.
     reloaded_for_refusal: Option<u64>,
@@ -96,6 +100,7 @@ impl HeldTable {
             accepted: Vec::new(),
             recent: BTreeMap::new(),
             by_files: HashSet::new(),
+            thin: false,
             reloaded_for_refusal: None,
             renewal_exhausted: None,
         }
@@ -126,6 +131,7 @@ impl HeldTable {
                     tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
                 }
                 self.table = None;
+                self.thin = false;
                 self.committed = CommittedSet::default();
             }
             None => return Err(env.table_missing(&self.name, while_running)),
@@ -147,6 +153,7 @@ impl HeldTable {
         }
         self.committed.refresh(table.metadata());
         self.table = Some(table);
+        self.thin = false;
     }
 
     /// Our append of `segments` landed, with `watermark` raised: `answer` is the commit's answer.
@@ -164,11 +171,69 @@ impl HeldTable {
         self.committed.record(segments.iter().copied(), watermark);
         self.committed.refresh_marks(answer.metadata().properties());
         self.table = Some(answer);
+        self.thin = false;
         for segment in segments {
             self.remember(segment);
             self.by_files.remove(&segment.seq);
         }
         self.committed.forget(expired);
+    }
+
+    /// Drops the history of the version held: every snapshot but the current one, with its
+    /// summary. A node the fleet carries holds its table between loads a fallback apart (two
+    /// minutes at a thousand nodes), and holds it only to publish on (its schema, partition
+    /// spec, location and FileIO) and to judge segments by the committed set, which was
+    /// rebuilt from the whole version when it was taken. The snapshots were the bulk of what it
+    /// held: a fleet's snapshot summaries name every segment and carried watermark (3 MB per
+    /// node at 600 snapshots of a 300-node fleet, all of them in memory at once in a process
+    /// that hosts the fleet). The version stays the same ([`HeldTable::version`]); what needs
+    /// the history (a commit's build, snapshot retention, the answer's check) runs only on a
+    /// whole version: the next attempt that may commit loads first ([`HeldTable::is_thin`]).
+    /// Best effort: a version iceberg cannot rebuild without them stays whole.
+    pub(crate) fn thin(&mut self) {
+        if self.thin {
+            return;
+        }
+        let Some(table) = &self.table else {
+            return;
+        };
+        let metadata = table.metadata();
+        let current = metadata.current_snapshot_id();
+        let history: Vec<i64> = metadata
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .filter(|id| Some(*id) != current)
+            .collect();
+        let Some(location) = table.metadata_location().filter(|_| !history.is_empty()) else {
+            return;
+        };
+        let thinned = TableMetadataBuilder::new_from_metadata(metadata.clone(), None)
+            .remove_snapshots(&history)
+            .build()
+            .and_then(|built| {
+                Table::builder()
+                    .identifier(table.identifier().clone())
+                    .metadata(built.metadata)
+                    .metadata_location(location)
+                    .file_io(table.file_io().clone())
+                    .runtime(iceberg::Runtime::current())
+                    .build()
+            });
+        match thinned {
+            Ok(thinned) => {
+                self.table = Some(thinned);
+                self.thin = true;
+            }
+            Err(error) => {
+                tracing::debug!(table = %self.name, %error, "the table held stays whole");
+            }
+        }
+    }
+
+    /// Whether the version held was thinned ([`HeldTable::thin`]): it must be loaded again
+    /// before a commit is built on it.
+    pub(crate) fn is_thin(&self) -> bool {
+        self.thin
     }
 
     /// Whether the table holds the segment of `id`, by the ids alone (see `CommittedSet`).

@@ -257,6 +257,11 @@ impl BatchCommit {
         input: AttemptInput<'_>,
     ) -> Result<Attempted> {
         let mut attempted = self.attempt_once(env, held, schemas, input).await;
+        if self.pacer.fallback_ms().is_some() {
+            // Carried by the fleet: until its next load, a fallback away, the node needs
+            // nothing of the table's history (see `HeldTable::thin`).
+            held.thin();
+        }
         if let Ok(attempted) = &mut attempted {
             // Found in the table after a commit of ours whose answer was lost: ours landed.
             attempted.ours = attempted
@@ -370,8 +375,8 @@ impl BatchCommit {
         Attempt::new(started, now)
     }
 
-    /// Phase 1, the load: loads the table when others commit to it (or after a failed attempt),
-    /// after writing what the attempt needs on the version held (see
+    /// Phase 1, the load: loads the table when others commit to it (or after a failed attempt,
+    /// or when the version held was thinned: a commit is built on the whole table), after writing what the attempt needs on the version held (see
     /// [`BatchCommit::ahead_of_load`]); a lone registrar builds on its own last commit's answer.
     async fn load(
         &mut self,
@@ -380,7 +385,8 @@ impl BatchCommit {
         batch: &[ReadySegment],
         at: &mut Attempt,
     ) -> Result<()> {
-        if !(self.retry.is_some() || self.pacer.loads_first()) || held.table().is_none() {
+        let stale = self.retry.is_some() || self.pacer.loads_first() || held.is_thin();
+        if !stale || held.table().is_none() {
             return Ok(());
         }
         self.ahead_of_load(env, held, batch).await;

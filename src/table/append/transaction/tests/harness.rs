@@ -75,6 +75,13 @@ impl Harness {
         Harness::on(catalog, store, true).await
     }
 
+    /// A fleet's node (`commit.intents` on) on the table `metadata`, as the catalog has it.
+    pub(super) async fn on_table(metadata: iceberg::spec::TableMetadata) -> Harness {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let catalog = FakeCatalog::start(metadata, false).await;
+        Harness::on(catalog, store, true).await
+    }
+
     /// Another registrar (a lane of its own) writing the same table, through the same catalog
     /// and store.
     pub(super) async fn beside(&self) -> Harness {

@@ -2,7 +2,7 @@
 //! against a REST catalog in the test's process (`fake_catalog`: each commit answered as the
 //! test scripts it) and an in-memory store standing in for S3 (`harness`), in milliseconds;
 //! what each answer to a commit comes to is in `answers`, a lone registrar's roll call on a
-//! new table in `roll_call`.
+//! new table in `roll_call`, the history a node holds between its loads in `thin`.
 
 use serde_json::json;
 
@@ -12,6 +12,7 @@ mod answers;
 mod fake_catalog;
 mod harness;
 mod roll_call;
+mod thin;
 
 #[test]
 fn a_snapshot_is_never_stamped_before_the_tables_last() {
