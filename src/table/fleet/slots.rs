@@ -29,6 +29,9 @@ const SLOT_MEMORY_MS: i64 = 10_000;
 /// While the committers are seen carrying, a node that does not take turns leaves its published
 /// segments to them for up to this many fallbacks (see [`patience_ms`]).
 pub(crate) const FALLBACK_PATIENCE: u64 = 4;
+/// The committers count as at work while their last carrying commit is no more than this many
+/// of their recent gaps between carrying commits ago (see [`patience_ms`]).
+const CARRY_GAPS: i64 = 3;
 
 /// Whether `lane` looks like a lane ([`Fleet::default`](super::lanes::Fleet::default): hex
 /// digits), so that what another node wrote into an intent or a summary cannot put anything
@@ -93,21 +96,37 @@ pub(crate) fn jittered(ms: u64, unit: f64) -> Duration {
 
 /// How long ago a node that does not take turns, with a fallback of `fallback` ms, may have
 /// published its segments and still leave them to the committers, given how long ago the table's
-/// newest snapshot that carried intents was committed (`since_carried_ms`; `None`: none seen).
+/// newest snapshot that carried intents was committed (`since_carried_ms`; `None`: none seen) and
+/// the longest time between two carrying snapshots lately (`carry_gap_ms`).
 ///
 /// One fallback, as a rule: past it the node commits what it published itself. But while the
-/// committers are seen carrying (a carrying snapshot within the last fallback), they are slow,
-/// not gone, and up to [`FALLBACK_PATIENCE`] fallbacks: every node published at about the same
+/// committers are seen carrying, they are slow, not gone, and up to [`FALLBACK_PATIENCE`]
+/// fallbacks. Seen carrying: a carrying snapshot within the last fallback, or within
+/// [`CARRY_GAPS`] of the committers' recent gaps, up to the patience itself. The second matters
+/// to the deputy, whose fallback (2 s) is shorter than a slow committer's cycle (3 s with the
+/// catalog and S3 100 ms away and a pile of intents each commit): on its fallback alone it took
+/// such a committer for gone, lost six 409s to it in a minute, and the committer's commits
+/// stretched to 400 segments each (128 nodes: p99 24 s). A committer that stops still counts as
+/// gone within one patience. Otherwise: every node published at about the same
 /// time, so when a committer's windows stretch past a fallback, every node's segments come of
 /// age together, and each node that commits them itself lists and carries everyone's, as they
 /// are (one manifest per intent for the next commit to merge), and meets the others' commits
 /// (409s). That cascade took 128-node runs from a p99 of 1-3 s to minutes. Bounded, so that a
 /// node whose intents the committers pass over (past a listing's first page) still gets its
 /// segments in; and a fleet whose committers are gone falls back after one fallback, as before.
-pub(crate) fn patience_ms(fallback: u64, since_carried_ms: Option<i64>) -> u64 {
+pub(crate) fn patience_ms(
+    fallback: u64,
+    since_carried_ms: Option<i64>,
+    carry_gap_ms: Option<i64>,
+) -> u64 {
+    let patience = fallback.saturating_mul(FALLBACK_PATIENCE);
     let fallback_ms = i64::try_from(fallback).unwrap_or(i64::MAX);
+    let at_work_ms = carry_gap_ms
+        .map_or(0, |gap| gap.saturating_mul(CARRY_GAPS))
+        .min(i64::try_from(patience).unwrap_or(i64::MAX))
+        .max(fallback_ms);
     match since_carried_ms {
-        Some(since) if since <= fallback_ms => fallback.saturating_mul(FALLBACK_PATIENCE),
+        Some(since) if since <= at_work_ms => patience,
         _ => fallback,
     }
 }
@@ -272,12 +291,19 @@ mod tests {
 
     #[test]
     fn committers_seen_carrying_are_left_a_few_fallbacks() {
-        assert_eq!(patience_ms(5_000, None), 5_000);
-        assert_eq!(patience_ms(5_000, Some(1_000)), 20_000);
-        assert_eq!(patience_ms(5_000, Some(5_000)), 20_000);
-        assert_eq!(patience_ms(5_000, Some(5_001)), 5_000);
+        assert_eq!(patience_ms(5_000, None, None), 5_000);
+        assert_eq!(patience_ms(5_000, Some(1_000), None), 20_000);
+        assert_eq!(patience_ms(5_000, Some(5_000), None), 20_000);
+        assert_eq!(patience_ms(5_000, Some(5_001), None), 5_000);
         // A committer whose clock is ahead of this node's: seen carrying all the same.
-        assert_eq!(patience_ms(5_000, Some(-3_000)), 20_000);
-        assert_eq!(patience_ms(u64::MAX, Some(0)), u64::MAX);
+        assert_eq!(patience_ms(5_000, Some(-3_000), None), 20_000);
+        assert_eq!(patience_ms(u64::MAX, Some(0), None), u64::MAX);
+        // Committers that carry every 2 s are at work for 6 s, whatever the fallback ...
+        assert_eq!(patience_ms(2_000, Some(6_000), Some(2_000)), 8_000);
+        assert_eq!(patience_ms(2_000, Some(6_001), Some(2_000)), 2_000);
+        // ... but never past the patience, and never less than a fallback.
+        assert_eq!(patience_ms(2_000, Some(8_001), Some(30_000)), 2_000);
+        assert_eq!(patience_ms(5_000, Some(5_000), Some(200)), 20_000);
+        assert_eq!(patience_ms(5_000, Some(5_000), Some(i64::MAX)), 20_000);
     }
 }

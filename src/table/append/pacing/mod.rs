@@ -110,6 +110,11 @@ pub(super) struct Pacer {
     /// When (ms since the epoch) the newest snapshot that carried intents was committed, as far
     /// as the snapshots read tell: the committers are at work (see [`patience_ms`]).
     carried_seen_ms: Option<i64>,
+    /// The longest time between two carrying snapshots in the last read that found one (their
+    /// timestamps, and the newest of the read before), and that newest timestamp: how long the
+    /// committers take between their commits (see [`patience_ms`]).
+    carry_gap_ms: Option<i64>,
+    carry_newest_ms: Option<i64>,
     /// How many more commits load the table before they are built: set when another writer's
     /// commit was seen (a 409, or a load that found commits not ours), counted down by loads
     /// that found none. A lone registrar builds on its own last commit's answer.
@@ -162,6 +167,8 @@ impl Pacer {
             own_watermarks: BTreeSet::new(),
             other_kind_seen_ms: None,
             carried_seen_ms: None,
+            carry_gap_ms: None,
+            carry_newest_ms: None,
             load_first: 0,
             viewed: None,
             last_start: None,
@@ -295,7 +302,7 @@ impl Pacer {
         let since_carried = self
             .carried_seen_ms
             .map(|at| self.now_ms().saturating_sub(at));
-        Some(patience_ms(fallback, since_carried))
+        Some(patience_ms(fallback, since_carried, self.carry_gap_ms))
     }
 
     /// An attempt ended without a commit, leaving its segments to the committers: the next
@@ -487,6 +494,7 @@ impl Pacer {
         let floor = self.lanes_read_at.filter(|_| !first).unwrap_or(i64::MIN);
         let newest = metadata.current_snapshot().map(|s| s.sequence_number());
         let mut at = metadata.current_snapshot();
+        let mut carries = CarryGaps::default();
         for _ in 0..LANES_LOOKBACK {
             let Some(snapshot) = at else {
                 break;
@@ -499,13 +507,24 @@ impl Pacer {
                 break;
             }
             let seen_ms = snapshot.timestamp_ms().min(now_ms).max(floor.min(now_ms));
-            self.read_snapshot(&snapshot.summary().additional_properties, seen_ms);
+            let summary = &snapshot.summary().additional_properties;
+            if summary.contains_key(CARRIED_INTENTS) {
+                carries.older(snapshot.timestamp_ms());
+            }
+            self.read_snapshot(summary, seen_ms);
             at = snapshot
                 .parent_snapshot_id()
                 .and_then(|p| metadata.snapshot_by_id(p));
         }
         if newest.is_some() {
             self.lanes_read_to = newest.max(self.lanes_read_to);
+        }
+        if let Some(newest_ms) = carries.newest {
+            if let Some(before) = self.carry_newest_ms {
+                carries.older(before);
+            }
+            self.carry_gap_ms = carries.widest.or(self.carry_gap_ms);
+            self.carry_newest_ms = Some(newest_ms.max(self.carry_newest_ms.unwrap_or(i64::MIN)));
         }
         self.lanes_read_at = fresh.then_some(now_ms);
     }
@@ -584,6 +603,28 @@ impl Pacer {
         };
         metrics::gauge!("thadam_iceberg_commit_interval_seconds", "table" => self.table.clone())
             .set(interval.as_secs_f64());
+    }
+}
+
+/// The carrying snapshots of one read, newest first (their timestamps): the widest gap between
+/// two of them.
+#[derive(Default)]
+struct CarryGaps {
+    newest: Option<i64>,
+    oldest: Option<i64>,
+    widest: Option<i64>,
+}
+
+impl CarryGaps {
+    /// The next carrying snapshot, older than those before; a timestamp out of order (another
+    /// clock) counts as no gap.
+    fn older(&mut self, at_ms: i64) {
+        if let Some(newer) = self.oldest {
+            let gap = newer.saturating_sub(at_ms).max(0);
+            self.widest = Some(self.widest.map_or(gap, |w| w.max(gap)));
+        }
+        self.newest = self.newest.or(Some(at_ms));
+        self.oldest = Some(at_ms);
     }
 }
 

@@ -426,3 +426,48 @@ fn a_node_that_becomes_the_deputy_goes_at_the_deputys_fallback_not_the_gap_it_wa
     p.fleet = fleet_of(7, 128, 0);
     assert_eq!(p.spacing(now).1, ms(16_000));
 }
+
+/// A carrying fleet's table: lane `…00` committed at each of `ago_ms` before [`WALL_MS`],
+/// every commit carrying intents.
+fn committer_carried(ago_ms: &[i64]) -> TableMetadata {
+    let snapshots: Vec<(Value, i64)> = ago_ms
+        .iter()
+        .map(|ago| {
+            let summary = json!({WRITER: "w", LANE: format!("{:012x}", 0), SLOT_MS: "200",
+                                 CARRIED_INTENTS: "3"});
+            (summary, WALL_MS - ago)
+        })
+        .collect();
+    metadata_with(&snapshots)
+}
+
+#[test]
+fn the_deputy_does_not_race_a_committer_that_is_slow_only_one_that_stopped() {
+    // The deputy (lane 1: the lowest after the committer, lane 0), whose own fallback is 2 s.
+    let deputy = |ago_ms: &[i64]| {
+        let (mut p, moved) = fixed_pacer(true, 0.5);
+        p.fleet = fleet_of(1, 20, 200);
+        p.read_lanes(&committer_carried(ago_ms), true);
+        assert_eq!(p.fallback_ms(), Some(DEPUTY_FALLBACK_MS), "the deputy");
+        (p, moved)
+    };
+    let patient = DEPUTY_FALLBACK_MS * FALLBACK_PATIENCE;
+    // A committer that carries every 3 s (S3 and the catalog 100 ms away, a pile of intents
+    // each commit), its last commit 3 s ago: slow, not gone. The deputy leaves its segments
+    // to it (128 nodes far away: the deputy lost six 409s to it in a minute, and the
+    // committer's commits stretched to 400 segments and a p99 of 24 s).
+    let (p, moved) = deputy(&[9_000, 6_000, 3_000]);
+    assert_eq!(p.leave_to_committers_ms(), Some(patient));
+    // Silent for three of its gaps: gone.
+    moved.store(7_000, Ordering::SeqCst);
+    assert_eq!(p.leave_to_committers_ms(), Some(DEPUTY_FALLBACK_MS));
+    // A committer at its cadence (200 ms): gone after the deputy's own fallback, as before.
+    let (p, moved) = deputy(&[800, 600, 400, 200]);
+    assert_eq!(p.leave_to_committers_ms(), Some(patient));
+    moved.store(1_900, Ordering::SeqCst);
+    assert_eq!(p.leave_to_committers_ms(), Some(DEPUTY_FALLBACK_MS));
+    // However slow it was, past the patience of a deputy it is gone.
+    let (p, moved) = deputy(&[60_000, 30_000, 1_000]);
+    moved.store(i64::try_from(patient).unwrap_or(i64::MAX), Ordering::SeqCst);
+    assert_eq!(p.leave_to_committers_ms(), Some(DEPUTY_FALLBACK_MS));
+}
