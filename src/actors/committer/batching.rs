@@ -73,6 +73,38 @@ pub(super) enum Timer {
     Pace,
 }
 
+/// A pace wake-up due within this of the one scheduled is not scheduled again.
+const PACE_SLACK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The committer's pace wake-up (`PaceElapsed`): when the one scheduled is due. A pace that
+/// shortened since it was scheduled (a node that became the fleet's deputy, see
+/// `Pacer::spacing`) schedules another, earlier one; the later one, when it fires, changes
+/// nothing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PaceWake {
+    due: Option<std::time::Instant>,
+}
+
+impl PaceWake {
+    /// Whether a wake-up at `due` is to be scheduled: none is, or the one that is comes later
+    /// (by more than [`PACE_SLACK`]). It is then the one scheduled.
+    pub(super) fn schedule(&mut self, due: std::time::Instant) -> bool {
+        if self.due.is_some_and(|armed| armed <= due + PACE_SLACK) {
+            return false;
+        }
+        self.due = Some(due);
+        true
+    }
+
+    /// A wake-up fired at `now`: none is scheduled any more, unless a later one is still to
+    /// come (this was an earlier one, or a later one that an earlier replaced).
+    pub(super) fn fired(&mut self, now: std::time::Instant) {
+        if self.due.is_some_and(|due| due <= now) {
+            self.due = None;
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum BatchDecision {
     Commit,
@@ -238,5 +270,32 @@ mod tests {
         assert!(!w.has_room(held(0, 0, 4)), "reads in flight count");
         assert!(!w.has_room(held(1, 95, 0)), "bytes: 95 + 10 > 100");
         assert!(w.has_room(held(1, 90, 0)), "bytes: 90 + 10 <= 100");
+    }
+
+    #[test]
+    fn a_pace_that_shortens_schedules_an_earlier_wake_up_and_a_stale_one_changes_nothing() {
+        let t0 = std::time::Instant::now();
+        let mut wake = PaceWake::default();
+        // A carried node's fallback: 16 s.
+        assert!(wake.schedule(t0 + 16_000 * MS));
+        // The same, or later, or within the slack: nothing more.
+        assert!(!wake.schedule(t0 + 16_000 * MS));
+        assert!(!wake.schedule(t0 + 20_000 * MS));
+        assert!(!wake.schedule(t0 + 15_995 * MS));
+        // It became the deputy: 2 s, scheduled besides.
+        assert!(wake.schedule(t0 + 2_000 * MS));
+        wake.fired(t0 + 2_000 * MS);
+        // The next after it, at 18 s: the 16 s one, stale, fires first and changes nothing.
+        assert!(wake.schedule(t0 + 18_000 * MS));
+        wake.fired(t0 + 16_000 * MS);
+        assert!(
+            !wake.schedule(t0 + 18_000 * MS),
+            "the 18 s one still stands"
+        );
+        wake.fired(t0 + 18_000 * MS);
+        assert!(
+            wake.schedule(t0 + 20_000 * MS),
+            "none scheduled after it fired"
+        );
     }
 }

@@ -40,7 +40,7 @@ use crate::table::append::{AttemptInput, Attempted, BatchCommit, Outcome, ReadyS
 use crate::table::held::HeldTable;
 use crate::table::quarantine::stops_table_only;
 
-use batching::{BatchDecision, BatchLimits, Prefix, Timer, batch_decision};
+use batching::{BatchDecision, BatchLimits, PaceWake, Prefix, Timer, batch_decision};
 use queue::PendingQueue;
 
 mod admission;
@@ -49,9 +49,6 @@ mod batching;
 mod footers;
 mod queue;
 mod reporting;
-
-/// A pace wake-up due within this of one already scheduled is not scheduled again.
-const PACE_SLACK: Duration = Duration::from_millis(10);
 
 pub(crate) struct Committer;
 
@@ -91,10 +88,8 @@ pub(crate) struct CommitterState {
 struct Timers {
     /// `LingerElapsed`.
     linger: bool,
-    /// `PaceElapsed` (`commit.min_interval`, or the table's pace): when the one scheduled is
-    /// due. A pace that shortened since (a node that became the fleet's deputy, see
-    /// `Pacer::spacing`) schedules another, earlier one.
-    pace: Option<Instant>,
+    /// `PaceElapsed` (`commit.min_interval`, or the table's pace).
+    pace: PaceWake,
     /// `RetryElapsed`.
     retry: bool,
     /// `QuarantinePoll`.
@@ -171,10 +166,7 @@ impl Actor for Committer {
                 Ok(())
             }
             CommitterMsg::PaceElapsed => {
-                // Not one scheduled before a later one that is still to come.
-                if state.timers.pace.is_some_and(|due| due <= Instant::now()) {
-                    state.timers.pace = None;
-                }
+                state.timers.pace.fired(Instant::now());
                 Ok(())
             }
             CommitterMsg::RetryElapsed => {
@@ -514,16 +506,9 @@ impl CommitterState {
     /// Wakes this committer when the pace allows the next batch, `delay` from now: unless a
     /// wake-up is scheduled by then already.
     fn arm_pace(&mut self, myself: &ActorRef<CommitterMsg>, delay: Duration) {
-        let due = Instant::now() + delay;
-        if self
-            .timers
-            .pace
-            .is_some_and(|armed| armed <= due + PACE_SLACK)
-        {
-            return;
+        if self.timers.pace.schedule(Instant::now() + delay) {
+            myself.send_after(delay, || CommitterMsg::PaceElapsed);
         }
-        self.timers.pace = Some(due);
-        myself.send_after(delay, || CommitterMsg::PaceElapsed);
     }
 
     /// Wakes this committer for the next attempt after `delay`: at once by a message behind

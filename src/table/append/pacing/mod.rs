@@ -216,15 +216,21 @@ impl Pacer {
     pub(super) fn spacing(&self, now: Instant) -> (Option<Duration>, Duration) {
         let now_ms = self.now_ms();
         let sole = Duration::from_millis(SOLE_CADENCE_MS).max(self.courtesy(now_ms));
-        let gap = match self.fleet.turn(now_ms) {
-            Turn::Sole { .. } if self.gap > sole => sole,
-            Turn::Carried { fallback } => match self.gap_fallback {
-                Some(drawn_from) if fallback < drawn_from => {
-                    self.gap.mul_f64(fallback as f64 / drawn_from as f64)
-                }
-                _ => self.gap,
-            },
-            Turn::Alone | Turn::Slot { .. } | Turn::Sole { .. } => self.gap,
+        // A gap no longer than the sole committer's cadence is short whatever the role: the
+        // fleet's turn (a walk over its lanes) is read only for a longer one.
+        let gap = if self.gap <= sole {
+            self.gap
+        } else {
+            match self.fleet.turn(now_ms) {
+                Turn::Sole { .. } => sole,
+                Turn::Carried { fallback } => match self.gap_fallback {
+                    Some(drawn_from) if fallback < drawn_from => {
+                        self.gap.mul_f64(fallback as f64 / drawn_from as f64)
+                    }
+                    _ => self.gap,
+                },
+                Turn::Alone | Turn::Slot { .. } => self.gap,
+            }
         };
         (
             self.last_start.map(|t| now.duration_since(t)),
