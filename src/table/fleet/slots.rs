@@ -42,10 +42,9 @@ pub(crate) fn is_lane(lane: &str) -> bool {
 
 /// The slot every lane uses: the largest any of them needs (each lane with the slot it counts
 /// with, see [`slot_memory_ms`]).
-pub(super) fn fleet_slot(present: &[(&str, u64)]) -> u64 {
-    present
-        .iter()
-        .map(|(_, slot)| *slot)
+pub(super) fn fleet_slot(slots: impl IntoIterator<Item = u64>) -> u64 {
+    slots
+        .into_iter()
         .max()
         .unwrap_or(0)
         .clamp(MIN_SLOT_MS, MAX_SLOT_MS)
