@@ -22,6 +22,7 @@ use iceberg::table::Table;
 
 use crate::catalog::TableName;
 use crate::catalog::access::{RefusalAction, TableAccess, on_refusal};
+use crate::catalog::rest::Loaded;
 use crate::error::{Error, Result};
 use crate::protocol::segment::UploadedSegment;
 use crate::runtime::retry::{Op, ReportTo, retry_transient};
@@ -29,6 +30,7 @@ use crate::table::committed::{
     CommittedSet, Decision, Mark, MarkState, SegmentId, fingerprint, live_file_ids,
 };
 use crate::table::env::Env;
+use crate::table::summary_keys::SEGMENT_IDS;
 
 /// How many distinct file schemas are remembered as reconciled.
 const ACCEPTED_SCHEMAS: usize = 64;
@@ -43,6 +45,24 @@ pub(crate) type LocalRecords<'a> = &'a (dyn Fn(u64, &str) -> Option<SegmentId> +
 /// Loads `name` from the catalog, retrying transient failures (reported to the table's status
 /// entry); `Ok(None)` when the table does not exist. A stop while waiting is `cancelled`.
 pub(crate) async fn load(env: Env<'_>, name: &TableName) -> Result<Option<Table>> {
+    retrying(env, name, || env.client.load_table(name)).await
+}
+
+/// [`load`] with the history cut to the current snapshot's chain, up to `chain` snapshots (see
+/// `catalog::rest::recent`), and every snapshot's [`SEGMENT_IDS`].
+async fn load_recent(env: Env<'_>, name: &TableName, chain: usize) -> Result<Option<Loaded>> {
+    retrying(env, name, || {
+        env.client.load_recent(name, chain, SEGMENT_IDS)
+    })
+    .await
+}
+
+/// Runs `load` until it succeeds, retrying transient failures (see [`load`]).
+async fn retrying<T, F, Fut>(env: Env<'_>, name: &TableName, load: F) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
     let mut shutdown = env.shutdown.clone();
     let table = name.to_string();
     let report = Some(ReportTo {
@@ -56,7 +76,7 @@ pub(crate) async fn load(env: Env<'_>, name: &TableName) -> Result<Option<Table>
         &mut shutdown,
         &what,
         report,
-        || env.client.load_table(name),
+        load,
     )
     .await?
     .ok_or_else(Error::cancelled)
@@ -139,10 +159,53 @@ impl HeldTable {
         Ok(())
     }
 
+    /// [`HeldTable::load`] for a node that will not build on what it loads: the history comes cut
+    /// to the current snapshot's chain, up to `chain` snapshots (what the node's view of the
+    /// fleet reads, `Pacer::read_lanes`), and the version held is thin ([`HeldTable::thin`]).
+    /// The committed set is rebuilt from every snapshot's segments all the same. A node the
+    /// fleet carries loads at each fallback, and parsing whole histories there grew with the
+    /// table (see `catalog::rest::recent`).
+    pub(crate) async fn load_recent(&mut self, env: Env<'_>, chain: usize) -> Result<()> {
+        match load_recent(env, &self.name, chain).await? {
+            Some(Loaded {
+                table,
+                values: Some(values),
+            }) => {
+                self.forget_if_replaced(&table);
+                self.committed.refresh_with(
+                    values.iter().map(String::as_str),
+                    table.metadata().properties(),
+                );
+                self.table = Some(table);
+                self.thin = true;
+            }
+            Some(Loaded {
+                table,
+                values: None,
+            }) => self.take_version(table),
+            None if env.config.create_table => {
+                self.table = None;
+                self.thin = false;
+                self.committed = CommittedSet::default();
+            }
+            None => return Err(env.table_missing(&self.name, true)),
+        }
+        Ok(())
+    }
+
     /// Takes a newer version of the table (a load, a creation, a schema commit's answer), and
     /// rebuilds the committed set from it: another writer may have added snapshots or moved a
     /// watermark. Verdicts on unchanged watermarks are kept.
     pub(crate) fn take_version(&mut self, table: Table) {
+        self.forget_if_replaced(&table);
+        self.committed.refresh(table.metadata());
+        self.table = Some(table);
+        self.thin = false;
+    }
+
+    /// Forgets what only the table held could answer when `table` replaced it (another table
+    /// took its name).
+    fn forget_if_replaced(&mut self, table: &Table) {
         let same_table = self
             .table
             .as_ref()
@@ -151,9 +214,6 @@ impl HeldTable {
             self.committed.forget_replaced_table();
             self.accepted.clear();
         }
-        self.committed.refresh(table.metadata());
-        self.table = Some(table);
-        self.thin = false;
     }
 
     /// Our append of `segments` landed, with `watermark` raised: `answer` is the commit's answer.

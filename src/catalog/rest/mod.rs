@@ -5,6 +5,7 @@
 //! pure [`crate::catalog::outcome::classify_status`].
 
 pub(crate) mod answer;
+pub(crate) mod recent;
 mod transport;
 mod wire;
 
@@ -154,6 +155,14 @@ impl std::fmt::Debug for RestClient {
     }
 }
 
+/// A table loaded by [`RestClient::load_recent`].
+pub(crate) struct Loaded {
+    pub table: Table,
+    /// When its history was cut: every snapshot's summary value under the key asked for, those
+    /// cut included. `None`: the table is whole.
+    pub values: Option<Vec<String>>,
+}
+
 impl RestClient {
     /// Connects: `GET /v1/config` (absorbing the server's `prefix` and whether it accepts
     /// idempotency keys). Fails fast on TLS and auth problems.
@@ -226,6 +235,27 @@ impl RestClient {
 
     /// Loads a table; `Ok(None)` when it does not exist.
     pub async fn load_table(&self, table: &TableName) -> Result<Option<Table>> {
+        Ok(self.load(table, None).await?.map(|loaded| loaded.table))
+    }
+
+    /// Loads a table with its history cut to the current snapshot's chain, up to `chain`
+    /// snapshots, and what its refs name (see [`recent`]): every snapshot's summary value
+    /// under `key` comes with it. A table that is not cut comes whole ([`Loaded::values`]
+    /// `None`). `Ok(None)` when it does not exist.
+    pub(crate) async fn load_recent(
+        &self,
+        table: &TableName,
+        chain: usize,
+        key: &str,
+    ) -> Result<Option<Loaded>> {
+        self.load(table, Some((chain, key))).await
+    }
+
+    async fn load(
+        &self,
+        table: &TableName,
+        cut_to: Option<(usize, &str)>,
+    ) -> Result<Option<Loaded>> {
         let url = self.inner.transport.table_url(table)?;
         let what = format!("load table {table}");
         let response = self
@@ -236,7 +266,13 @@ impl RestClient {
             .map_err(SendFailure::into_error)?;
         match response.status() {
             StatusCode::OK => {
-                let bytes = read_body(response, &what).await?;
+                let mut bytes = read_body(response, &what).await?;
+                let mut values = None;
+                if let Some(cut) = cut_to.and_then(|(chain, key)| recent::cut(&bytes, chain, key)) {
+                    tracing::trace!(table = %table, held = cut.held, kept = cut.kept, "the table's history cut to the recent");
+                    bytes = cut.body;
+                    values = Some(cut.values);
+                }
                 let result: LoadTableResult = parse_json(&bytes, &what)?;
                 self.remember_access(table, &result);
                 let location = result.metadata_location.clone().ok_or_else(|| {
@@ -248,8 +284,8 @@ impl RestClient {
                 self.remember_refs(table, &location, answer::refs_of(&bytes).ok());
                 // The body is as large as the metadata it was parsed into: not both at once.
                 drop(bytes);
-                self.table_from(table, result.metadata, location, result.config)
-                    .map(Some)
+                let table = self.table_from(table, result.metadata, location, result.config)?;
+                Ok(Some(Loaded { table, values }))
             }
             StatusCode::NOT_FOUND => Ok(None),
             _ => Err(status_error(response, &what).await),

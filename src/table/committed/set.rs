@@ -52,15 +52,27 @@ impl CommittedSet {
     /// Rebuilds the ids and watermarks from `metadata` (a newer version of the same table, or
     /// another table altogether), keeping the verdicts already reached for unchanged values.
     pub(crate) fn refresh(&mut self, metadata: &TableMetadata) {
-        self.ids = IdSet::from_ids(metadata.snapshots().flat_map(|snapshot| {
-            snapshot
-                .summary()
-                .additional_properties
-                .get(SEGMENT_IDS)
-                .map(|list| decode_ids(list))
-                .unwrap_or_default()
-        }));
-        self.refresh_marks(metadata.properties());
+        self.refresh_with(
+            metadata.snapshots().filter_map(|snapshot| {
+                snapshot
+                    .summary()
+                    .additional_properties
+                    .get(SEGMENT_IDS)
+                    .map(String::as_str)
+            }),
+            metadata.properties(),
+        );
+    }
+
+    /// [`CommittedSet::refresh`] from the snapshots' [`SEGMENT_IDS`] values and the table's
+    /// properties, for a table loaded with its history cut (`catalog::rest::recent`).
+    pub(crate) fn refresh_with<'a>(
+        &mut self,
+        segment_ids: impl Iterator<Item = &'a str>,
+        properties: &HashMap<String, String>,
+    ) {
+        self.ids = IdSet::from_ids(segment_ids.flat_map(decode_ids));
+        self.refresh_marks(properties);
     }
 
     /// Rebuilds the watermarks alone (after our own commit: the ids are known, and rebuilding

@@ -48,8 +48,9 @@ const LOAD_FIRST_FOR: u32 = 16;
 /// How far back a load looks for who committed since the version held.
 const WRITERS_LOOKBACK: usize = 64;
 
-/// The most snapshots read for lanes after one load or commit.
-const LANES_LOOKBACK: usize = 256;
+/// The most snapshots read for lanes after one load or commit (and so the most a load for a node
+/// the fleet carries keeps of the history, `HeldTable::load_recent`).
+pub(super) const LANES_LOOKBACK: usize = 256;
 
 /// The most watermark properties remembered as this registrar's own.
 const OWN_WATERMARKS: usize = 64;

@@ -163,6 +163,18 @@ impl FakeCatalog {
         self.state().metadata.clone()
     }
 
+    /// Replaces the table, as other writers' commits would have changed it.
+    pub(super) fn replace(&self, metadata: TableMetadata) {
+        let mut state = self.state();
+        state.versions += 1;
+        state.location = format!(
+            "{}/metadata/{:05}-replaced.metadata.json",
+            metadata.location(),
+            state.versions
+        );
+        state.metadata = metadata;
+    }
+
     /// Every commit request received, in order.
     pub(super) fn commits(&self) -> Vec<Seen> {
         self.state().commits.clone()

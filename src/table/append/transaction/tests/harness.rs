@@ -82,6 +82,22 @@ impl Harness {
         Harness::on(catalog, store, true).await
     }
 
+    /// [`Harness::on_table`] on the clock `clock`, the node's wall clock and the one its
+    /// intents are aged by (`Hooks::node_clock`, `Hooks::clock`).
+    pub(super) async fn on_table_at(
+        metadata: iceberg::spec::TableMetadata,
+        clock: crate::table::hooks::Clock,
+    ) -> Harness {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let catalog = FakeCatalog::start(metadata, false).await;
+        let hooks = Hooks {
+            clock: Some(Arc::clone(&clock)),
+            node_clock: Some(clock),
+            ..Hooks::default()
+        };
+        Harness::with_hooks(catalog, store, true, hooks).await
+    }
+
     /// Another registrar (a lane of its own) writing the same table, through the same catalog
     /// and store.
     pub(super) async fn beside(&self) -> Harness {
@@ -89,6 +105,15 @@ impl Harness {
     }
 
     async fn on(catalog: FakeCatalog, store: Arc<dyn ObjectStore>, intents: bool) -> Harness {
+        Harness::with_hooks(catalog, store, intents, Hooks::default()).await
+    }
+
+    async fn with_hooks(
+        catalog: FakeCatalog,
+        store: Arc<dyn ObjectStore>,
+        intents: bool,
+        hooks: Hooks,
+    ) -> Harness {
         let config = RegistrarConfig::builder()
             .id("lake")
             .pipeline("p1")
@@ -120,7 +145,6 @@ impl Harness {
             namespace: vec!["ns".into()],
             name: "t".into(),
         };
-        let hooks = Hooks::default();
         let (stop, shutdown) = crate::runtime::shutdown::channel();
         let mut harness = Harness {
             catalog,
