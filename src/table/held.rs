@@ -251,9 +251,8 @@ impl HeldTable {
     /// whole version: the next attempt that may commit loads first ([`HeldTable::is_thin`]).
     /// Best effort: a version iceberg cannot rebuild without them stays whole.
     pub(crate) fn thin(&mut self) {
-        if self.thin {
-            return;
-        }
+        // Not only once: a table loaded with its recent history (`HeldTable::load_recent`) is
+        // thin already, but holds that history until it is dropped here.
         let Some(table) = &self.table else {
             return;
         };

@@ -145,6 +145,14 @@ async fn a_carried_node_loads_the_recent_history_and_builds_only_on_the_whole_ta
     );
     assert_eq!(h.catalog.loads(), loads + 1, "one load");
     assert!(h.held.is_thin());
+    let held = h.held.table().expect("a table held").metadata();
+    assert_eq!(
+        held.snapshots()
+            .map(|s| s.snapshot_id())
+            .collect::<Vec<_>>(),
+        [301],
+        "between its loads, the current snapshot alone"
+    );
     // What the snapshots cut registered is known all the same.
     assert_eq!(h.held.judge(&old.segment), Decision::Registered);
     assert_eq!(h.held.judge(&ready(1).segment), Decision::Registered);
