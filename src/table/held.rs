@@ -146,16 +146,23 @@ impl HeldTable {
     pub(crate) async fn load(&mut self, env: Env<'_>, while_running: bool) -> Result<()> {
         match load(env, &self.name).await? {
             Some(table) => self.take_version(table),
-            None if env.config.create_table => {
-                if !while_running {
-                    tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
-                }
-                self.table = None;
-                self.thin = false;
-                self.committed = CommittedSet::default();
-            }
-            None => return Err(env.table_missing(&self.name, while_running)),
+            None => self.absent(env, while_running)?,
         }
+        Ok(())
+    }
+
+    /// The load found no table: nothing is held until it is created (`create_table`), else
+    /// the table is missing; `while_running`: it was held before, so it was dropped.
+    fn absent(&mut self, env: Env<'_>, while_running: bool) -> Result<()> {
+        if !env.config.create_table {
+            return Err(env.table_missing(&self.name, while_running));
+        }
+        if !while_running {
+            tracing::info!(table = %self.name, "table absent; it will be created from the first segment's footer");
+        }
+        self.table = None;
+        self.thin = false;
+        self.committed = CommittedSet::default();
         Ok(())
     }
 
@@ -183,12 +190,7 @@ impl HeldTable {
                 table,
                 values: None,
             }) => self.take_version(table),
-            None if env.config.create_table => {
-                self.table = None;
-                self.thin = false;
-                self.committed = CommittedSet::default();
-            }
-            None => return Err(env.table_missing(&self.name, true)),
+            None => self.absent(env, true)?,
         }
         Ok(())
     }

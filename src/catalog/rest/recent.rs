@@ -113,7 +113,14 @@ pub fn cut(answer: &[u8], chain: usize, key: &str) -> Option<Cut> {
     }
     let start = offset_in(answer, array.get())?;
     let end = start + array.get().len();
-    let mut body = Vec::with_capacity(start + (answer.len() - end) + keep.len() * 1024);
+    let kept_len: usize = snapshots
+        .iter()
+        .zip(&facts)
+        .filter(|(_, f)| keep.contains(&f.snapshot_id))
+        .map(|(raw, _)| raw.get().len() + 1)
+        .sum();
+    // Sized once: the answer's other parts and the snapshots kept, with their commas.
+    let mut body = Vec::with_capacity(start + (answer.len() - end) + kept_len + 2);
     body.extend_from_slice(&answer[..start]);
     body.push(b'[');
     let mut kept = 0;
