@@ -17,7 +17,7 @@
 #                          [--lost-commit-answers 0.10] [--cleanup-cap 120]]
 #                         [--catalog-delay D[:J]] [--s3-delay D[:J]] [--delay-seed N]
 #                         [--registrar-bin PATH] [--together] [--in-process]
-#                         [--kill-committer S [--restart-after 20]] [--keep]
+#                         [--kill-committer S [--restart-after 20]] [--stall-store S:D] [--keep]
 #
 # --nodes ""/--rivals "" skip that part. A list may repeat a value (each run gets its own table).
 # --drain-cap       after the load window, how long to wait for every segment to be registered
@@ -111,6 +111,12 @@
 #                   later (its log's segments wait for it); the report adds, for the segments
 #                   uploaded within 30 s of the kill either side, p50 / p99 / max upload →
 #                   snapshot, and the longest the table went without a snapshot after the kill
+# --stall-store     fleet runs: S seconds into the load window, stop the S3 server (SIGSTOP) for
+#                   D seconds, then let it go on (SIGCONT): a store that stalls (a maintenance
+#                   pass, a slow disk, throttling), as the catalog sees it too (its metadata.json
+#                   goes to the same store). The report adds, for the segments uploaded within
+#                   30 s of the stall either side, p50 / p99 / max upload → snapshot, and the
+#                   longest the table went without a snapshot after it
 # --keep            keep the state dir (configs, segment catalogs, runner/feeder/rival logs,
 #                   raw JSON results); the servers are stopped either way
 #
@@ -162,6 +168,7 @@ together=0
 in_process=0
 kill_committer=""
 restart_after=20
+stall_store=""
 # The command as typed: arguments with spaces (or empty) in single quotes.
 command_line="benches/contention.sh"
 for arg in "$@"; do
@@ -201,6 +208,7 @@ while (($#)); do
         --in-process) in_process=1; shift ;;
         --kill-committer) kill_committer="$2"; shift 2 ;;
         --restart-after) restart_after="$2"; shift 2 ;;
+        --stall-store) stall_store="$2"; shift 2 ;;
         *) die "unknown argument $1 (see the header of benches/contention.sh)" ;;
     esac
 done
@@ -211,6 +219,8 @@ for n in $nodes; do
     fi
 done
 ((in_process == 0 || ${#kill_committer} == 0)) || die "--kill-committer is a fleet of processes' (not with --in-process)"
+[[ -z "$stall_store" || "$stall_store" =~ ^[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?$ ]] ||
+    die "--stall-store: S:D (seconds into the window : seconds stopped), not $stall_store"
 for n in "$seconds" "$drain_cap" "$rival_seconds" "$rows" "$rival_rows"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "not a positive whole number: $n"
 done
@@ -525,6 +535,9 @@ run_driver() {
     fi
     if [[ -n "$kill_committer" && "$mode" == fleet ]]; then
         together_args+=(--kill-committer "$kill_committer" --restart-after "$restart_after")
+    fi
+    if [[ -n "$stall_store" && "$mode" == fleet ]]; then
+        together_args+=(--stall-store "$stall_store")
     fi
     names="$(IFS=,; echo "$*")"
     out="$R/$mode-$ds.json"

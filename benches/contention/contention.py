@@ -71,8 +71,8 @@ WARMUP_PREFIX = "w-"  # segment ids of the warm-up segments; load segments are n
 REGISTERED = "thadam_iceberg_segments_registered_total"
 BACKLOG = "thadam_iceberg_backlog_segments"
 COMMITS = "thadam_iceberg_commits_total"
-# --kill-committer: the latencies reported around the kill are of segments uploaded within this
-# long of it, either side.
+# --kill-committer, --stall-store: the latencies reported around the kill or the stall are of
+# segments uploaded within this long of it, either side.
 KILL_WINDOW_S = 30.0
 OUTCOMES = ("ok", "conflict", "unknown_state", "failed", "fatal")
 WINDOW = "thadam_iceberg_commit_window_seconds"
@@ -612,8 +612,9 @@ def uploaded_records(path: Path) -> list[dict]:
 
 
 def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool,
-            rival_ok: int | None, kill_at: float | None = None) -> dict:
-    """Latencies, achieved rate, exactly once, snapshots and orphans from the table as it is."""
+            rival_ok: int | None, event_at: float | None = None) -> dict:
+    """Latencies, achieved rate, exactly once, snapshots and orphans from the table as it is;
+    with `event_at` (a kill, a stall), the latencies around it (`around`)."""
     bucket = os.environ["THADAM_TEST_BUCKET"]
     records = [r for p in logs for r in uploaded_records(p)]
     expected = Counter(f"s3://{bucket}/{r['object_key']}" for r in records)
@@ -624,7 +625,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         ever = snapshots_ever(table)
         stamps.update({sid: ts for sid, (ts, _) in ever.items()})
     latencies: list[float] = []
-    around_kill: list[float] = []
+    around: list[float] = []
     per_node: dict[str, list[float]] = {}
     by_upload: dict[int, list[float]] = {}  # latencies by the 5 s of the window they were uploaded in
     in_window = unregistered = 0
@@ -638,25 +639,25 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         ts = stamps[sid]
         lat = ts - r["uploaded_at_ms"]
         latencies.append(lat)
-        if kill_at is not None and abs(r["uploaded_at_ms"] / 1000 - kill_at) <= KILL_WINDOW_S:
-            around_kill.append(lat)
+        if event_at is not None and abs(r["uploaded_at_ms"] / 1000 - event_at) <= KILL_WINDOW_S:
+            around.append(lat)
         per_node.setdefault(r["segment_id"].split("-", 1)[0], []).append(lat)
         by_upload.setdefault(int((r["uploaded_at_ms"] / 1000 - t0) // 5), []).append(lat)
         if 1000 * t0 <= ts <= 1000 * window_end:
             in_window += 1
     latencies.sort()
-    around_kill.sort()
-    kill = None
-    if kill_at is not None:
-        # The longest the table went without a registrar's snapshot in the minute after the kill.
-        after_kill = sorted(ts / 1000 for ts in stamps.values() if kill_at <= ts / 1000
-                            <= kill_at + 2 * KILL_WINDOW_S)
-        edges = [kill_at, *after_kill]
-        kill = {"segments": len(around_kill),
-                "p50": bench.percentile(around_kill, 50) if around_kill else None,
-                "p99": bench.percentile(around_kill, 99) if around_kill else None,
-                "max": around_kill[-1] if around_kill else None,
-                "longest_gap_s": max((b - a for a, b in zip(edges, edges[1:])), default=None)}
+    around.sort()
+    event = None
+    if event_at is not None:
+        # The longest the table went without a registrar's snapshot in the minute after it.
+        later = sorted(ts / 1000 for ts in stamps.values() if event_at <= ts / 1000
+                       <= event_at + 2 * KILL_WINDOW_S)
+        edges = [event_at, *later]
+        event = {"segments": len(around),
+                 "p50": bench.percentile(around, 50) if around else None,
+                 "p99": bench.percentile(around, 99) if around else None,
+                 "max": around[-1] if around else None,
+                 "longest_gap_s": max((b - a for a, b in zip(edges, edges[1:])), default=None)}
     node_p99 = sorted(bench.percentile(sorted(v), 99) for v in per_node.values())
 
     # Exactly once, from pyiceberg's own reading of the current snapshot's data files.
@@ -717,7 +718,7 @@ def analyse(table, logs: list[Path], t0: float, window_end: float, drained: bool
         "snapshots_since_t0": {"registrar": len(ours) + expired,
                                "others": len(snaps) - len(ours)},
         "registrar_snapshots_in_window": live_in_window + expired_in_window,
-        "around_kill": kill,
+        "around": event,
         "orphans": orphans(table, ever),
     }
 
@@ -837,6 +838,23 @@ def kill_committer(regs: list[Registrar], before: list[dict], names: list[str]) 
             "share": landed[k] / sum(landed) if sum(landed) else None}
 
 
+def stall_store(stall: dict, pid: int) -> bool:
+    """--stall-store: stops the S3 server (SIGSTOP) when the stall is due and lets it go on
+    (SIGCONT) once it has lasted its seconds, noting both times in `stall`. Whether it acted."""
+    now = time.time()
+    if "stopped" not in stall and now >= stall["at"]:
+        os.kill(pid, signal.SIGSTOP)
+        stall["stopped"] = time.time()
+        log(f"  SIGSTOP to the S3 server (pid {pid}) for {stall['seconds']:g} s")
+        return True
+    if "stopped" in stall and now >= stall["stopped"] + stall["seconds"]:
+        os.kill(pid, signal.SIGCONT)
+        stall["resumed"] = time.time()
+        log(f"  SIGCONT to the S3 server after {stall['resumed'] - stall['stopped']:.2f} s")
+        return True
+    return False
+
+
 def cmd_run(args) -> dict:
     state = Path(args.state)
     pids = state / "pids"
@@ -855,6 +873,7 @@ def cmd_run(args) -> dict:
     fronts = pairs(args.fronts)
     front_pids = {k: int(v) for k, v in pairs(args.front_pids).items()}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    stall: dict | None = None
     try:
         faults0 = front_counts(fronts) if fronts else None
         # Warm-up: one segment per node; node 0 creates the table with it. Started together
@@ -974,12 +993,20 @@ def cmd_run(args) -> dict:
             + (f", rivals {args.rivals:g} commits/s" if rivals else ""))
         feeding = sim.feeding if sim else lambda: any(f.proc.poll() is None for f in feeders)
         kill = {"at": t0 + args.kill_committer} if args.kill_committer else None
+        if args.stall_store:
+            stall_s, stall_for = (float(x) for x in args.stall_store.split(":"))
+            stall = {"at": t0 + stall_s, "seconds": stall_for, "after_s": stall_s}
         while feeding():
             step = min(5.0, max(0.2, window_end - time.time()))
             if kill:
                 due = kill.get("back_at", kill["at"])
                 step = min(step, max(0.05, due - time.time()))
+            if stall and "resumed" not in stall:
+                due = stall["at"] + (stall["seconds"] if "stopped" in stall else 0.0)
+                step = min(step, max(0.01, due - time.time()))
             time.sleep(step)
+            if stall and "resumed" not in stall and stall_store(stall, args.s3_pid):
+                continue
             if kill and "node" not in kill and time.time() >= kill["at"]:
                 kill.update(kill_committer(regs, before, names))
                 kill["back_at"] = kill["at"] + args.restart_after
@@ -1095,9 +1122,10 @@ def cmd_run(args) -> dict:
             "catalog_requests": labelled(last, before, CATALOG_REQUESTS) or None,
             **analyse(table, ([sim.records()] if sim else logs) + (warm_logs if maker else []),
                       t0, window_end, drained,
-                      rival_ok, kill["at"] if kill else None),
+                      rival_ok, kill["at"] if kill else stall["at"] if stall else None),
             "kill": {k: v for k, v in kill.items()} if kill else None,
             "kill_after_s": args.kill_committer,
+            "stall": stall,
             "started_together": bool(maker) and not (sim and args.sim_warm_up),
         }
         if any(codes):
@@ -1123,6 +1151,8 @@ def cmd_run(args) -> dict:
                              "cleanup": cleanup, "left_keys": sorted(left)[:50]}
         return out
     finally:
+        if stall and "stopped" in stall and "resumed" not in stall:
+            os.kill(args.s3_pid, signal.SIGCONT)  # never leave the store stopped
         for child in children:
             child.stop()
         for reg in regs:
@@ -1322,7 +1352,7 @@ def cmd_report(args) -> int:
             print()
             rows = []
             for r in killed:
-                k, a = r["kill"], r.get("around_kill") or {}
+                k, a = r["kill"], r.get("around") or {}
                 share = f"{100 * k['share']:.0f}%" if k.get("share") is not None else "–"
                 rows.append([r["nodes"], f"{k['name']} ({share} of the commits)",
                              f"{k['killed'] - k['at'] + r['kill_after_s']:.1f} s",
@@ -1330,6 +1360,23 @@ def cmd_report(args) -> int:
                              f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
                              f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"])
             print(markdown(["N", "killed", "into the window", "segments around it",
+                            "upload → snapshot p50 / p99 / max", "longest gap"], rows))
+            print()
+        stalled = [r for r in fleet if r.get("stall") and r["stall"].get("stopped")]
+        if stalled:
+            print("The store stalled (`--stall-store`): the S3 server stopped (SIGSTOP) and let "
+                  "go on; segments uploaded within 30 s of the stall, either side; the longest "
+                  "the table went without a snapshot in the minute after it began.")
+            print()
+            rows = []
+            for r in stalled:
+                st, a = r["stall"], r.get("around") or {}
+                rows.append([r["nodes"], f"{st['stopped'] - st['at'] + st['after_s']:.1f} s",
+                             f"{st.get('resumed', st['stopped']) - st['stopped']:.2f} s",
+                             a.get("segments", 0),
+                             f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
+                             f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"])
+            print(markdown(["N", "into the window", "stopped for", "segments around it",
                             "upload → snapshot p50 / p99 / max", "longest gap"], rows))
             print()
         counted = [r for r in fleet if r.get("store_requests")]
@@ -1431,6 +1478,9 @@ def main() -> None:
                    help="SIGKILL the committer S seconds into the load window")
     r.add_argument("--restart-after", type=float, default=20.0,
                    help="with --kill-committer: restart it this many seconds after the kill")
+    r.add_argument("--stall-store", metavar="S:D",
+                   help="stop the S3 server (SIGSTOP) S seconds into the load window for D "
+                        "seconds (SIGCONT)")
     r.add_argument("--together", metavar="MAKER",
                    help="no warm-up: the table is made by MAKER (a config of its own, intents "
                         "off), and the runners meet the load without having committed")
