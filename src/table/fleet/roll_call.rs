@@ -8,13 +8,18 @@
 //! a p99 of 7.5 s over the first seconds, 0.54 409s per landed commit). So a node that starts
 //! on a table with no committer at work, and whose history says a fleet may share it, first
 //! **publishes** its batch as an intent (as a node waiting for the committer does), waits
-//! [`HOLD`], then **lists** the intents: the lanes whose intents the store took within
-//! [`WINDOW_MS`] of the newest answered the roll, read from the keys' names alone (128 nodes
-//! reading each other's intents at once were 16,000 reads, and their first segments waited
-//! 10 s for them). Every node that listed the same intents
-//! ranks the same lowest lane the committer (`Fleet::turn`), which commits at once, carrying
-//! everyone's; the others leave theirs to it. A node that starts later finds that committer at
-//! work in the table and never calls the roll.
+//! [`HOLD`], then **lists** the intents: the lanes of the roll's first round answered it, read
+//! from the keys' names alone (128 nodes reading each other's intents at once were 16,000
+//! reads, and their first segments waited 10 s for them). The first round is the intents the
+//! store took within [`HOLD`] of the oldest fresh one, so every node that lists before the
+//! committer's first commit sees the same round, whenever it lists: it ranks the same lowest
+//! lane the committer (`Fleet::turn`), which commits as soon as its own wait is over, carrying
+//! everyone's; the others leave theirs to it. Ranking every fresh intent instead let the answer
+//! grow with the listing's time: each node that listed later could find a lower lane than the
+//! one before it had found, and the first commit waited for the first node that found itself
+//! the lowest of all it saw (1.4-3.9 s into a 1,000-node start). A node that publishes after
+//! the first round ranks its lanes, not its own, and a node that starts later finds that
+//! committer at work in the table and never calls the roll.
 //!
 //! A lone registrar calls the roll only where the table could be a fleet's: once, at its first
 //! start on a table with no snapshot yet (one intent, withdrawn by its first commit, and
@@ -33,10 +38,15 @@ use crate::table::summary_keys::{LANE, WATERMARK_KEY};
 /// find the committer's commit when they load.
 pub(crate) const HOLD: Duration = Duration::from_millis(1_000);
 
-/// The intents the store took within this long before the newest one listed answer the roll:
-/// older ones were left by nodes gone before this start (their lanes would make a committer
-/// that never commits).
+/// The intents the store took within this long before the newest one listed are fresh: older
+/// ones were left by nodes gone before this start (their lanes would make a committer that
+/// never commits).
 pub(crate) const WINDOW_MS: i64 = 10_000;
+
+/// The roll's first round: the fresh intents the store took within this long of the oldest
+/// one. Every node that published in it lists after it has ended (it waits [`HOLD`] after its
+/// own), so all of them see it whole.
+const FIRST_ROUND_MS: i64 = HOLD.as_millis() as i64;
 
 /// How many of the newest snapshots tell whether another registrar has written to the table.
 const HISTORY_LOOKBACK: usize = 256;
@@ -80,20 +90,25 @@ pub(crate) fn table_calls(metadata: &TableMetadata, own_watermarks: &BTreeSet<St
 }
 
 /// The lanes that answered the roll call, sorted and once each: of the listed intents, given as
-/// (publisher's lane, when the store took it in ms), those the store took within [`WINDOW_MS`]
-/// of the newest, with a well-formed lane. This node's own lane is among them (it published
-/// too); an intent of its own from before a quick restart would be too, and then the deputy
-/// (`Fleet::is_deputy`) commits within seconds.
+/// (publisher's lane, when the store took it in ms), those with a well-formed lane that are
+/// fresh (the store took them within [`WINDOW_MS`] of the newest) and of the first round
+/// (within [`FIRST_ROUND_MS`] of the oldest fresh one). This node's own lane is among them
+/// when it published in the first round; an intent of its own from before a quick restart
+/// could be too, and then the deputy (`Fleet::is_deputy`) commits within seconds.
 pub(crate) fn answered(listed: &[(String, i64)]) -> Vec<String> {
-    let Some(newest) = listed.iter().map(|(_, at)| *at).max() else {
+    let lanes = || listed.iter().filter(|(lane, _)| is_lane(lane));
+    let Some(newest) = lanes().map(|(_, at)| *at).max() else {
         return Vec::new();
     };
-    let lanes: BTreeSet<&str> = listed
-        .iter()
-        .filter(|(lane, at)| newest.saturating_sub(*at) <= WINDOW_MS && is_lane(lane))
+    let fresh = |at: i64| newest.saturating_sub(at) <= WINDOW_MS;
+    let Some(oldest) = lanes().map(|(_, at)| *at).filter(|at| fresh(*at)).min() else {
+        return Vec::new();
+    };
+    let first_round: BTreeSet<&str> = lanes()
+        .filter(|(_, at)| fresh(*at) && at.saturating_sub(oldest) <= FIRST_ROUND_MS)
         .map(|(lane, _)| lane.as_str())
         .collect();
-    lanes.into_iter().map(str::to_string).collect()
+    first_round.into_iter().map(str::to_string).collect()
 }
 
 #[cfg(test)]
@@ -138,8 +153,8 @@ mod tests {
             ("aaaaaaaaaaaa".to_string(), 100_950),
             // Left by a node gone long before this start.
             ("111111111111".to_string(), 100_950 - WINDOW_MS - 1),
-            // Not a lane (a key of another shape).
-            ("x".to_string(), 100_950),
+            // Not a lane (a key of another shape), older than the first round's start.
+            ("x".to_string(), 99_000),
         ];
         assert_eq!(
             answered(&listed),
@@ -150,5 +165,37 @@ mod tests {
             ]
         );
         assert!(answered(&[]).is_empty());
+    }
+
+    /// Nodes listing at different times, before the committer's first commit, agree on the
+    /// roll: those who published after the first round (here a lower lane, one second later)
+    /// do not change it, so no node that listed early finds, too late, a lower lane it should
+    /// have left its segments to, and no node that listed late commits beside the committer.
+    #[test]
+    fn the_roll_is_its_first_round_whenever_a_node_lists() {
+        let first_round = vec![
+            ("cccccccccccc".to_string(), 100_000),
+            ("bbbbbbbbbbbb".to_string(), 100_600),
+            ("dddddddddddd".to_string(), 100_000 + FIRST_ROUND_MS),
+        ];
+        let early = answered(&first_round);
+        assert_eq!(early, ["bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]);
+        let mut late = first_round.clone();
+        late.push(("aaaaaaaaaaaa".to_string(), 100_000 + FIRST_ROUND_MS + 1));
+        late.push(("000000000000".to_string(), 108_000));
+        assert_eq!(
+            answered(&late),
+            early,
+            "the later lanes do not answer the roll"
+        );
+        // Once the fresh intents leave the first round behind (a node that lists 10 s after the
+        // first round: its intents gone stale), the round starts at the oldest fresh one.
+        let stale = vec![
+            ("bbbbbbbbbbbb".to_string(), 100_000),
+            ("aaaaaaaaaaaa".to_string(), 105_000),
+            ("cccccccccccc".to_string(), 105_500),
+            ("000000000000".to_string(), 110_001),
+        ];
+        assert_eq!(answered(&stale), ["aaaaaaaaaaaa", "cccccccccccc"]);
     }
 }

@@ -411,9 +411,11 @@ impl Pacer {
         }
     }
 
-    /// The lanes of other nodes that answered the roll call (none: this node is alone): they
-    /// are present, and rank as committers until a lane is seen committing (see
-    /// [`Fleet::turn`]).
+    /// The lanes that answered the roll call (see `roll_call::answered`; none, or only this
+    /// node's: it is alone, or the first round was its own): they are present, and rank as
+    /// committers until a lane is seen committing (see [`Fleet::turn`]). This node's own lane
+    /// ranks only if it answered: one that published after the first round waits for the
+    /// round's committer like any node the fleet carries.
     pub(super) fn roll_answered(&mut self, lanes: &[String]) {
         self.roll = RollCall::Done;
         let now_ms = self.now_ms();
@@ -423,7 +425,9 @@ impl Pacer {
             for lane in &others {
                 self.fleet.answered(lane, now_ms);
             }
-            self.fleet.answered(&own, now_ms);
+            if lanes.contains(&own) {
+                self.fleet.answered(&own, now_ms);
+            }
         }
         tracing::info!(
             table = %self.table,

@@ -471,3 +471,37 @@ fn the_deputy_does_not_race_a_committer_that_is_slow_only_one_that_stopped() {
     moved.store(i64::try_from(patient).unwrap_or(i64::MAX), Ordering::SeqCst);
     assert_eq!(p.leave_to_committers_ms(), Some(DEPUTY_FALLBACK_MS));
 }
+
+#[test]
+fn a_node_that_published_after_the_roll_s_first_round_leaves_its_batch_to_the_round() {
+    // A round of 16 lanes (more than take turns all together), the lowest `…b0`.
+    let round: Vec<String> = (0..16).map(|i| format!("0000000000b{i:x}")).collect();
+    // A lower lane than the round's, published after it: the round's lowest commits, and this
+    // node is carried (before, every lane listed ranked, and this one would have committed
+    // beside the round's committer, or the round's nodes would have waited for it).
+    let (mut late, _) = fixed_pacer(true, 0.5);
+    late.fleet = Fleet::new("0000000000a1".to_string()).carrying();
+    late.roll_answered(&round);
+    assert_eq!(
+        late.fleet.committer(WALL_MS).as_deref(),
+        Some("0000000000b0")
+    );
+    assert!(
+        matches!(late.fleet.turn(WALL_MS), Turn::Carried { .. }),
+        "{:?}",
+        late.fleet.turn(WALL_MS)
+    );
+    // The round's lowest lane commits.
+    let (mut lowest, _) = fixed_pacer(true, 0.5);
+    lowest.fleet = Fleet::new("0000000000b0".to_string()).carrying();
+    lowest.roll_answered(&round);
+    assert_eq!(
+        lowest.fleet.committer(WALL_MS).as_deref(),
+        Some("0000000000b0")
+    );
+    assert!(
+        !matches!(lowest.fleet.turn(WALL_MS), Turn::Carried { .. }),
+        "{:?}",
+        lowest.fleet.turn(WALL_MS)
+    );
+}
