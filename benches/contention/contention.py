@@ -1167,6 +1167,13 @@ def cmd_run(args) -> dict:
 
 # ---- the report ------------------------------------------------------------------------------
 
+def around_cells(a: dict) -> list:
+    """The report's cells for the latencies around a kill or a stall (`analyse`'s `around`)."""
+    return [a.get("segments", 0),
+            f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
+            f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"]
+
+
 def ms(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -1356,9 +1363,7 @@ def cmd_report(args) -> int:
                 share = f"{100 * k['share']:.0f}%" if k.get("share") is not None else "–"
                 rows.append([r["nodes"], f"{k['name']} ({share} of the commits)",
                              f"{k['killed'] - k['at'] + r['kill_after_s']:.1f} s",
-                             a.get("segments", 0),
-                             f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
-                             f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"])
+                             *around_cells(a)])
             print(markdown(["N", "killed", "into the window", "segments around it",
                             "upload → snapshot p50 / p99 / max", "longest gap"], rows))
             print()
@@ -1373,9 +1378,7 @@ def cmd_report(args) -> int:
                 st, a = r["stall"], r.get("around") or {}
                 rows.append([r["nodes"], f"{st['stopped'] - st['at'] + st['after_s']:.1f} s",
                              f"{st.get('resumed', st['stopped']) - st['stopped']:.2f} s",
-                             a.get("segments", 0),
-                             f"{ms(a.get('p50'))} / {ms(a.get('p99'))} / {ms(a.get('max'))}",
-                             f"{a['longest_gap_s']:.1f} s" if a.get("longest_gap_s") else "–"])
+                             *around_cells(a)])
             print(markdown(["N", "into the window", "stopped for", "segments around it",
                             "upload → snapshot p50 / p99 / max", "longest gap"], rows))
             print()

@@ -89,26 +89,43 @@ pub(crate) fn table_calls(metadata: &TableMetadata, own_watermarks: &BTreeSet<St
     false
 }
 
-/// The lanes that answered the roll call, sorted and once each: of the listed intents, given as
-/// (publisher's lane, when the store took it in ms), those with a well-formed lane that are
-/// fresh (the store took them within [`WINDOW_MS`] of the newest) and of the first round
-/// (within [`FIRST_ROUND_MS`] of the oldest fresh one). This node's own lane is among them
-/// when it published in the first round; an intent of its own from before a quick restart
-/// could be too, and then the deputy (`Fleet::is_deputy`) commits within seconds.
-pub(crate) fn answered(listed: &[(String, i64)]) -> Vec<String> {
+/// What a roll call found: the lanes of the fresh intents, sorted and once each, and of those
+/// the lanes of the first round, which answered it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Roll {
+    /// Every lane with a fresh intent (the store took it within [`WINDOW_MS`] of the newest):
+    /// the fleet that is there, whose size sets how it takes turns.
+    pub(crate) present: Vec<String>,
+    /// The first round's lanes (within [`FIRST_ROUND_MS`] of the oldest fresh intent): they
+    /// rank as committers until a lane is seen committing.
+    pub(crate) answered: Vec<String>,
+}
+
+/// The roll, from the listed intents given as (publisher's lane, when the store took it in
+/// ms); keys without a well-formed lane do not count. This node's own lane is among those
+/// that answered when it published in the first round; an intent of its own from before a
+/// quick restart could be too, and then the deputy (`Fleet::is_deputy`) commits within
+/// seconds.
+pub(crate) fn answered(listed: &[(String, i64)]) -> Roll {
     let lanes = || listed.iter().filter(|(lane, _)| is_lane(lane));
     let Some(newest) = lanes().map(|(_, at)| *at).max() else {
-        return Vec::new();
+        return Roll::default();
     };
     let fresh = |at: i64| newest.saturating_sub(at) <= WINDOW_MS;
     let Some(oldest) = lanes().map(|(_, at)| *at).filter(|at| fresh(*at)).min() else {
-        return Vec::new();
+        return Roll::default();
     };
-    let first_round: BTreeSet<&str> = lanes()
-        .filter(|(_, at)| fresh(*at) && at.saturating_sub(oldest) <= FIRST_ROUND_MS)
-        .map(|(lane, _)| lane.as_str())
-        .collect();
-    first_round.into_iter().map(str::to_string).collect()
+    let of = |keep: &dyn Fn(i64) -> bool| -> Vec<String> {
+        let set: BTreeSet<&str> = lanes()
+            .filter(|(_, at)| keep(*at))
+            .map(|(lane, _)| lane.as_str())
+            .collect();
+        set.into_iter().map(str::to_string).collect()
+    };
+    Roll {
+        present: of(&|at| fresh(at)),
+        answered: of(&|at| fresh(at) && at.saturating_sub(oldest) <= FIRST_ROUND_MS),
+    }
 }
 
 #[cfg(test)]
@@ -156,15 +173,13 @@ mod tests {
             // Not a lane (a key of another shape), older than the first round's start.
             ("x".to_string(), 99_000),
         ];
+        let roll = answered(&listed);
         assert_eq!(
-            answered(&listed),
-            vec![
-                "aaaaaaaaaaaa".to_string(),
-                "bbbbbbbbbbbb".to_string(),
-                "cccccccccccc".to_string()
-            ]
+            roll.answered,
+            ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
         );
-        assert!(answered(&[]).is_empty());
+        assert_eq!(roll.present, roll.answered);
+        assert_eq!(answered(&[]), Roll::default());
     }
 
     /// Nodes listing at different times, before the committer's first commit, agree on the
@@ -178,16 +193,17 @@ mod tests {
             ("bbbbbbbbbbbb".to_string(), 100_600),
             ("dddddddddddd".to_string(), 100_000 + FIRST_ROUND_MS),
         ];
-        let early = answered(&first_round);
+        let early = answered(&first_round).answered;
         assert_eq!(early, ["bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]);
         let mut late = first_round.clone();
         late.push(("aaaaaaaaaaaa".to_string(), 100_000 + FIRST_ROUND_MS + 1));
         late.push(("000000000000".to_string(), 108_000));
+        let roll = answered(&late);
         assert_eq!(
-            answered(&late),
-            early,
+            roll.answered, early,
             "the later lanes do not answer the roll"
         );
+        assert_eq!(roll.present.len(), 5, "but they are there");
         // Once the fresh intents leave the first round behind (a node that lists 10 s after the
         // first round: its intents gone stale), the round starts at the oldest fresh one.
         let stale = vec![
@@ -196,6 +212,6 @@ mod tests {
             ("cccccccccccc".to_string(), 105_500),
             ("000000000000".to_string(), 110_001),
         ];
-        assert_eq!(answered(&stale), ["aaaaaaaaaaaa", "cccccccccccc"]);
+        assert_eq!(answered(&stale).answered, ["aaaaaaaaaaaa", "cccccccccccc"]);
     }
 }

@@ -411,31 +411,32 @@ impl Pacer {
         }
     }
 
-    /// The lanes that answered the roll call (see `roll_call::answered`; none, or only this
-    /// node's: it is alone, or the first round was its own): they are present, and rank as
-    /// committers until a lane is seen committing (see [`Fleet::turn`]). This node's own lane
-    /// ranks only if it answered: one that published after the first round waits for the
-    /// round's committer like any node the fleet carries.
-    pub(super) fn roll_answered(&mut self, lanes: &[String]) {
+    /// What the roll call found (see `roll_call::answered`; no other lane: this node is
+    /// alone). Every lane there is present, so the fleet takes turns as its size says; those
+    /// of the first round rank as committers until a lane is seen committing (see
+    /// [`Fleet::turn`]). This node's own lane ranks only if it answered: one that published
+    /// after the first round waits for the round's committer like any node the fleet carries.
+    pub(super) fn roll_answered(&mut self, roll: &roll_call::Roll) {
         self.roll = RollCall::Done;
         let now_ms = self.now_ms();
         let own = self.fleet.own().to_string();
-        let others: Vec<&String> = lanes.iter().filter(|l| **l != own).collect();
-        if !others.is_empty() {
-            for lane in &others {
-                self.fleet.answered(lane, now_ms);
-            }
-            if lanes.contains(&own) {
-                self.fleet.answered(&own, now_ms);
+        let others = roll.present.iter().filter(|l| **l != own).count();
+        if others > 0 {
+            // Own lane too (twice when it is present: noting a lane is idempotent).
+            for lane in roll.present.iter().chain([&own]) {
+                if roll.answered.binary_search(lane).is_ok() {
+                    self.fleet.answered(lane, now_ms);
+                } else {
+                    self.fleet.carried(lane, now_ms);
+                }
             }
         }
         tracing::info!(
             table = %self.table,
-            answered = others.len(),
             lane = %own,
             committer = ?self.fleet.committer(now_ms),
-            "roll call at start: {} other node(s) answered",
-            others.len()
+            "roll call at start: {others} other node(s) there, {} in its first round",
+            roll.answered.len()
         );
         self.publish();
     }

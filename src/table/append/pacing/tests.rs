@@ -472,36 +472,36 @@ fn the_deputy_does_not_race_a_committer_that_is_slow_only_one_that_stopped() {
     assert_eq!(p.leave_to_committers_ms(), Some(DEPUTY_FALLBACK_MS));
 }
 
+/// The committer and the turn of lane `own` after a roll call that found `present` there and
+/// `round` in its first round.
+fn after_roll(own: &str, present: &[String], round: &[String]) -> (Option<String>, Turn) {
+    let (mut p, _) = fixed_pacer(true, 0.5);
+    p.fleet = Fleet::new(own.to_string()).carrying();
+    p.roll_answered(&roll_call::Roll {
+        present: present.to_vec(),
+        answered: round.to_vec(),
+    });
+    (p.fleet.committer(WALL_MS), p.fleet.turn(WALL_MS))
+}
+
 #[test]
 fn a_node_that_published_after_the_roll_s_first_round_leaves_its_batch_to_the_round() {
-    // A round of 16 lanes (more than take turns all together), the lowest `…b0`.
-    let round: Vec<String> = (0..16).map(|i| format!("0000000000b{i:x}")).collect();
+    // 16 lanes there (more than take turns all together), a round of 3, the lowest `…b0`.
+    let present: Vec<String> = (0..16).map(|i| format!("0000000000b{i:x}")).collect();
+    let round = &present[..3];
     // A lower lane than the round's, published after it: the round's lowest commits, and this
     // node is carried (before, every lane listed ranked, and this one would have committed
-    // beside the round's committer, or the round's nodes would have waited for it).
-    let (mut late, _) = fixed_pacer(true, 0.5);
-    late.fleet = Fleet::new("0000000000a1".to_string()).carrying();
-    late.roll_answered(&round);
-    assert_eq!(
-        late.fleet.committer(WALL_MS).as_deref(),
-        Some("0000000000b0")
-    );
-    assert!(
-        matches!(late.fleet.turn(WALL_MS), Turn::Carried { .. }),
-        "{:?}",
-        late.fleet.turn(WALL_MS)
-    );
+    // beside the round's committer, or the round's nodes would have waited for it). The lanes
+    // there make the fleet's size: a round of three alone would have had everyone take turns.
+    let (committer, turn) = after_roll("0000000000a1", &present, round);
+    assert_eq!(committer.as_deref(), Some("0000000000b0"));
+    assert!(matches!(turn, Turn::Carried { .. }), "{turn:?}");
     // The round's lowest lane commits.
-    let (mut lowest, _) = fixed_pacer(true, 0.5);
-    lowest.fleet = Fleet::new("0000000000b0".to_string()).carrying();
-    lowest.roll_answered(&round);
-    assert_eq!(
-        lowest.fleet.committer(WALL_MS).as_deref(),
-        Some("0000000000b0")
-    );
-    assert!(
-        !matches!(lowest.fleet.turn(WALL_MS), Turn::Carried { .. }),
-        "{:?}",
-        lowest.fleet.turn(WALL_MS)
-    );
+    let (committer, turn) = after_roll("0000000000b0", &present, round);
+    assert_eq!(committer.as_deref(), Some("0000000000b0"));
+    assert!(!matches!(turn, Turn::Carried { .. }), "{turn:?}");
+    // A lane of the fleet outside the round is carried too.
+    let (committer, turn) = after_roll("0000000000b9", &present, round);
+    assert_eq!(committer.as_deref(), Some("0000000000b0"));
+    assert!(matches!(turn, Turn::Carried { .. }), "{turn:?}");
 }

@@ -69,7 +69,7 @@ impl BatchCommit {
         batch: &[ReadySegment],
     ) -> Option<Outcome> {
         if self.pacer.roll_pending() {
-            let lanes = match held.table() {
+            let roll = match held.table() {
                 Some(table) => {
                     let uuid = table.metadata().uuid().to_string();
                     let listed = self
@@ -78,9 +78,9 @@ impl BatchCommit {
                         .await;
                     roll_call::answered(&listed)
                 }
-                None => Vec::new(),
+                None => roll_call::Roll::default(),
             };
-            self.pacer.roll_answered(&lanes);
+            self.pacer.roll_answered(&roll);
             return None;
         }
         let calls = !batch.is_empty()
