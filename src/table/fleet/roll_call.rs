@@ -18,8 +18,9 @@
 //! grow with the listing's time: each node that listed later could find a lower lane than the
 //! one before it had found, and the first commit waited for the first node that found itself
 //! the lowest of all it saw (1.4-3.9 s into a 1,000-node start). A node that publishes after
-//! the first round ranks its lanes, not its own, and a node that starts later finds that
-//! committer at work in the table and never calls the roll.
+//! the first round ranks its lanes, not its own; every fresh lane still counts as there, so the
+//! fleet takes turns as its size says. A node that starts later finds that committer at work
+//! in the table and never calls the roll.
 //!
 //! A lone registrar calls the roll only where the table could be a fleet's: once, at its first
 //! start on a table with no snapshot yet (one intent, withdrawn by its first commit, and
