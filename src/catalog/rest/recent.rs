@@ -113,25 +113,22 @@ pub fn cut(answer: &[u8], chain: usize, key: &str) -> Option<Cut> {
     }
     let start = offset_in(answer, array.get())?;
     let end = start + array.get().len();
-    let kept_len: usize = snapshots
+    let kept: Vec<&str> = snapshots
         .iter()
         .zip(&facts)
         .filter(|(_, f)| keep.contains(&f.snapshot_id))
-        .map(|(raw, _)| raw.get().len() + 1)
-        .sum();
+        .map(|(raw, _)| raw.get())
+        .collect();
     // Sized once: the answer's other parts and the snapshots kept, with their commas.
+    let kept_len: usize = kept.iter().map(|raw| raw.len() + 1).sum();
     let mut body = Vec::with_capacity(start + (answer.len() - end) + kept_len + 2);
     body.extend_from_slice(&answer[..start]);
     body.push(b'[');
-    let mut kept = 0;
-    for (raw, f) in snapshots.iter().zip(&facts) {
-        if keep.contains(&f.snapshot_id) {
-            if kept > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(raw.get().as_bytes());
-            kept += 1;
+    for (i, raw) in kept.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
         }
+        body.extend_from_slice(raw.as_bytes());
     }
     body.push(b']');
     body.extend_from_slice(&answer[end..]);
@@ -139,7 +136,7 @@ pub fn cut(answer: &[u8], chain: usize, key: &str) -> Option<Cut> {
         body,
         values,
         held: snapshots.len(),
-        kept,
+        kept: kept.len(),
     })
 }
 
